@@ -1,0 +1,121 @@
+"""The training system: steps, metrics, optimizer and schedule around the plain network."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+from torchmetrics.classification import MulticlassAccuracy
+
+from .model import MLPClassifier
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class LitClassifier(L.LightningModule):
+    """Classifier trained with AdamW, linear warm-up then cosine decay, per step."""
+
+    def __init__(
+        self,
+        in_features: int = 64,
+        num_classes: int = 10,
+        hidden_sizes: tuple[int, ...] = (256, 256),
+        dropout: float = 0.3,
+        lr: float = 3e-3,
+        weight_decay: float = 1e-2,
+        warmup_fraction: float = 0.05,
+        label_smoothing: float = 0.1,
+    ) -> None:
+        """
+        Args:
+            in_features: input size; linked to the data module's ``num_features``.
+            num_classes: output size; linked to the data module's ``num_classes``.
+            hidden_sizes: widths of the hidden ReLU layers.
+            dropout: dropout after each hidden layer.
+            lr: peak learning rate, reached at the end of the warm-up.
+            weight_decay: AdamW decay, applied to weight matrices only.
+            warmup_fraction: share of all optimizer steps spent warming up linearly.
+            label_smoothing: training-loss smoothing; val/test report the plain loss.
+        """
+        super().__init__()
+        # Plain numbers only, never modules: checkpoints stay loadable with weights_only=True.
+        self.save_hyperparameters()
+        self.model = MLPClassifier(in_features, num_classes, hidden_sizes, dropout)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        return self._shared_step(batch, batch_idx, "train")
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        return self._shared_step(batch, batch_idx, "val")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        return self._shared_step(batch, batch_idx, "test")
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        """Class probabilities (B, num_classes); Lightning runs this in eval + inference mode."""
+        return self(batch[0]).softmax(dim=-1)
+
+    def configure_optimizers(self) -> Any:
+        decay = [p for p in self.parameters() if p.ndim >= 2]
+        no_decay = [p for p in self.parameters() if p.ndim < 2]
+        optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": self.hparams.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=self.hparams.lr,
+        )
+        total = max(2, int(self.trainer.estimated_stepping_batches))
+        warmup = min(total - 1, max(1, round(self.hparams.warmup_fraction * total)))
+        scheduler = SequentialLR(
+            optimizer,
+            [
+                LinearLR(optimizer, start_factor=1.0 / warmup, total_iters=warmup),
+                CosineAnnealingLR(optimizer, T_max=total - warmup),
+            ],
+            milestones=[warmup],
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def setup(self, stage: str) -> None:
+        """Fit starts from the data: training-split input statistics and class priors."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if stage == "fit" and hasattr(datamodule, "input_stats"):
+            self.model.set_input_stats(*datamodule.input_stats())
+            self.model.set_class_priors(datamodule.class_priors())
+
+    def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
+        x, y = batch
+        if batch_idx == 0:
+            check_batch(x, y)
+        logits = self(x)
+        smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
+        loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
+        accuracy = getattr(self, f"{stage}_acc")
+        accuracy(logits, y)
+        # Epoch-level logging only: a per-step log costs time on every step.
+        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
+        self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=stage == "val")
+        return loss
+
+
+def check_batch(x: torch.Tensor, y: torch.Tensor) -> None:
+    """Fail on the first batch, with the fix, instead of training on silently broadcast shapes."""
+    if not x.is_floating_point():
+        raise TypeError(f"inputs must be floating point, got {x.dtype}: convert with x.float().")
+    if y.dtype != torch.long:
+        raise TypeError(f"labels must be int64 class indices, got {y.dtype}: use y.long().")
+    if y.ndim != 1 or len(y) != len(x):
+        raise ValueError(
+            f"labels must have shape [B] = [{len(x)}], got {list(y.shape)}: "
+            "use y.view(-1) (a [B, 1] label column broadcasts wrongly in the loss)."
+        )

@@ -1,0 +1,55 @@
+"""Process-level settings made once at start-up: CPU threads and known third-party noise."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import torch
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects taskset/cgroup affinity, unlike cpu_count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def configure_threads() -> int:
+    """Split the cores between the processes on this node, so none oversubscribes.
+
+    ``LOCAL_WORLD_SIZE`` is set by torchrun and by Lightning's DDP launcher; a single
+    process gets every core. An explicit ``OMP_NUM_THREADS`` always wins.
+    """
+    if "OMP_NUM_THREADS" in os.environ:
+        threads = int(os.environ["OMP_NUM_THREADS"])
+    else:
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        threads = max(1, available_cores() // local_processes)
+    torch.set_num_threads(threads)
+    return threads
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, *fragments: str) -> None:
+        super().__init__()
+        self.fragments = fragments
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(fragment in message for fragment in self.fragments)
+
+
+def quiet_known_noise() -> None:
+    """Hide third-party messages that say nothing actionable about this project.
+
+    Each filter is scoped to one message we have checked, so new warnings still show.
+    """
+    # lightning 2.6 + torch 2.13: Lightning's own pytree call is deprecated upstream.
+    warnings.filterwarnings(
+        "ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning
+    )
+    # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info.
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_DropMessages("💡 Tip:"))

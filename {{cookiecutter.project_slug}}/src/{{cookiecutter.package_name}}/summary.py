@@ -1,0 +1,85 @@
+"""summary.json: what a run produced, where it put it, and how to reproduce it."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+PACKAGES = ("torch", "lightning", "torchmetrics", "scikit-learn", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def run_dir(trainer: L.Trainer) -> Path:
+    """The folder that holds this run's checkpoints/ (and, for file loggers, its logs)."""
+    checkpoint = trainer.checkpoint_callback
+    if checkpoint is not None and getattr(checkpoint, "dirpath", None):
+        return Path(checkpoint.dirpath).parent
+    return Path(trainer.log_dir or trainer.default_root_dir)
+
+
+def build_summary(
+    trainer: L.Trainer,
+    seed: int | None,
+    test_metrics: dict[str, float],
+    wall_time_s: float,
+) -> dict[str, Any]:
+    checkpoint = trainer.checkpoint_callback
+    best = getattr(checkpoint, "best_model_path", "") or None
+    best_score = getattr(checkpoint, "best_model_score", None)
+    return {
+        "metrics": {
+            **{key: round(float(value), 6) for key, value in test_metrics.items()},
+            **({"best/val_score": round(float(best_score), 6)} if best_score is not None else {}),
+        },
+        "seed": seed,
+        "epochs": trainer.current_epoch,
+        "global_step": trainer.global_step,
+        "wall_time_s": round(wall_time_s, 2),
+        "versions": package_versions(),
+        "paths": {
+            "run_dir": str(run_dir(trainer).resolve()),
+            "best_checkpoint": str(Path(best).resolve()) if best else None,
+            "last_checkpoint": _last_checkpoint(trainer),
+            "logs": str(Path(trainer.log_dir).resolve()) if trainer.log_dir else None,
+        },
+    }
+
+
+def _last_checkpoint(trainer: L.Trainer) -> str | None:
+    last = getattr(trainer.checkpoint_callback, "last_model_path", "")
+    return str(Path(last).resolve()) if last else None
+
+
+def write_summary(summary: dict[str, Any], directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "summary.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A few lines a person reads at the end of a run."""
+    metrics = summary["metrics"]
+    paths = summary["paths"]
+    lines = [
+        f"test accuracy {metrics.get('test/acc', float('nan')):.4f}, "
+        f"test loss {metrics.get('test/loss', float('nan')):.4f} "
+        f"after {summary['epochs']} epochs in {summary['wall_time_s']:.1f} s (seed {summary['seed']})",
+        f"best checkpoint: {paths['best_checkpoint']}",
+        f"logs: {paths['logs']}",
+    ]
+    return "\n".join(lines)
