@@ -35,8 +35,8 @@ if __name__ == "__main__":
     sys.exit(
         main(
             {
-                "license": {{ cookiecutter.license | tojson }},
-                "github_ci": {{ cookiecutter.github_ci | tojson }},
+                "license": {{cookiecutter.license | tojson}},
+                "github_ci": {{cookiecutter.github_ci | tojson}},
             },
             Path.cwd(),
         )

@@ -113,9 +113,9 @@ if __name__ == "__main__":
     sys.exit(
         main(
             {
-                "project_slug": {{ cookiecutter.project_slug | tojson }},
-                "package_name": {{ cookiecutter.package_name | tojson }},
-                "python_version": {{ cookiecutter.python_version | tojson }},
+                "project_slug": {{cookiecutter.project_slug | tojson}},
+                "package_name": {{cookiecutter.package_name | tojson}},
+                "python_version": {{cookiecutter.python_version | tojson}},
             }
         )
     )

@@ -23,7 +23,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
 
 
 class CLI(LightningCLI):
-    def add_arguments_to_parser(self, parser) -> None:  # noqa: ANN001 (jsonargparse's type)
+    def add_arguments_to_parser(self, parser) -> None:
         # The model's input and output sizes follow the data, whatever data is plugged in.
         parser.link_arguments("data.num_features", "model.in_features", apply_on="instantiate")
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")

@@ -1,3 +1,3 @@
-"""{{ cookiecutter.project_name }}: {{ cookiecutter.description }}"""
+"""The project's package: model, training system, data and run helpers (see README.md)."""
 
 __version__ = "0.1.0"

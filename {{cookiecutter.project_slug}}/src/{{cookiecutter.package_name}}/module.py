@@ -84,7 +84,10 @@ class LitClassifier(L.LightningModule):
             ],
             milestones=[warmup],
         )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
 
     def setup(self, stage: str) -> None:
         """Fit starts from the data: training-split input statistics and class priors."""

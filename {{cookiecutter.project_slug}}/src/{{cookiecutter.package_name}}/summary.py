@@ -78,7 +78,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"test accuracy {metrics.get('test/acc', float('nan')):.4f}, "
         f"test loss {metrics.get('test/loss', float('nan')):.4f} "
-        f"after {summary['epochs']} epochs in {summary['wall_time_s']:.1f} s (seed {summary['seed']})",
+        f"after {summary['epochs']} epochs in {summary['wall_time_s']:.1f} s "
+        f"(seed {summary['seed']})",
         f"best checkpoint: {paths['best_checkpoint']}",
         f"logs: {paths['logs']}",
     ]

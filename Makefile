@@ -1,0 +1,31 @@
+# Two entry points: `make demo` (bake + install + train) and `make test` (every test).
+# Both set up .venv themselves on a fresh machine (only the package registry needed).
+PYTHON ?= python3
+VENV := .venv
+PY := $(CURDIR)/$(VENV)/bin/python
+DEMO_DIR := build/demo
+
+.PHONY: venv test demo lint clean
+
+venv: $(VENV)/.installed
+
+# torch first and alone: a requirement that lets pip choose torch pulls a CUDA build.
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+test: venv
+	WANDB_MODE=offline $(PY) -m pytest
+
+lint: venv
+	$(PY) -m ruff check hooks tests && $(PY) -m ruff format --check hooks tests
+
+demo: venv
+	rm -rf $(DEMO_DIR)
+	$(VENV)/bin/cookiecutter . --no-input --output-dir $(DEMO_DIR)
+	cd $(DEMO_DIR)/digits-classifier && $(PY) -m pip install --quiet -e ".[dev]" && $(PY) train.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,61 @@
+"""Run what the template generates, for real: its own test suite, an install, a default run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import DEFAULT_PACKAGE, PYTHON, TEMPLATE_DIR, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_template_code_is_ruff_clean() -> None:
+    for args in (["check", "hooks", "tests"], ["format", "--check", "hooks", "tests"]):
+        result = run([PYTHON, "-m", "ruff", *args], cwd=TEMPLATE_DIR)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("logger", ["tensorboard", "csv", "wandb"])
+def test_generated_test_suite_passes(bake, logger: str) -> None:
+    project = bake(logger=logger)
+    result = run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    assert re.search(r"\d+ passed", result.stdout)
+    assert "failed" not in result.stdout.splitlines()[-1]
+
+
+def test_install_and_default_run_as_a_user_would(bake) -> None:
+    """README steps: pip install -e ".[dev]", python train.py, pytest -- offline, stdin closed."""
+    project = bake()
+    install = run([PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]"], cwd=project)
+    assert install.returncode == 0, install.stdout + install.stderr
+    try:
+        train = run([PYTHON, "train.py"], cwd=project)  # no PYTHONPATH: the install must work
+        assert train.returncode == 0, train.stdout[-5000:] + train.stderr[-5000:]
+        last_line = train.stdout.rstrip().splitlines()[-1]
+        assert last_line.startswith("summary: ")
+        summary_path = Path(last_line.removeprefix("summary: "))
+        summary = json.loads(summary_path.read_text())
+        assert summary_path.is_relative_to(project / "runs")
+        assert summary["metrics"]["test/acc"] >= 0.97, summary["metrics"]
+        assert summary["epochs"] == 60
+        assert summary["wall_time_s"] <= 60, f"training took {summary['wall_time_s']} s"
+        assert Path(summary["paths"]["best_checkpoint"]).is_file()
+        assert (summary_path.parent / "config.yaml").is_file(), "the run's exact config is kept"
+        warnings = [
+            line for line in (train.stdout + train.stderr).splitlines() if "Warning" in line
+        ]
+        assert warnings == [], warnings
+        tests = run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+        assert tests.returncode == 0, tests.stdout[-5000:]
+    finally:
+        run(
+            [PYTHON, "-m", "pip", "uninstall", "--quiet", "--yes", "digits-classifier"], cwd=project
+        )
+        shutil.rmtree(project / "runs", ignore_errors=True)
+    assert DEFAULT_PACKAGE in (project / "pyproject.toml").read_text()

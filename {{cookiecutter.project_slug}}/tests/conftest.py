@@ -1,0 +1,58 @@
+"""Shared fixtures: one short real training run, reused by every test that needs its outputs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Never reach for the network from tests: wandb (if chosen) logs to local files.
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+
+@dataclass
+class Run:
+    summary_path: Path
+    summary: dict
+    stdout: str
+
+
+@contextlib.contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    previous = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def run_training(directory: Path, *args: str) -> Run:
+    """Run train.main in ``directory`` (so runs/ lands there) and capture what it prints."""
+    from train import main
+
+    stdout = io.StringIO()
+    with (
+        working_directory(directory),
+        contextlib.redirect_stdout(stdout),
+        # LightningCLI also looks at sys.argv; show it the command a user would type.
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(sys, "argv", ["train.py"])
+        summary_path = main(["--trainer.enable_progress_bar", "false", *args])
+    assert summary_path is not None
+    return Run(summary_path, json.loads(summary_path.read_text()), stdout.getvalue())
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """A short but real training with the default config (25 epochs, a few seconds)."""
+    return run_training(tmp_path_factory.mktemp("trained"), "--trainer.max_epochs", "25")

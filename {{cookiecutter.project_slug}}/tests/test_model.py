@@ -1,0 +1,61 @@
+import os
+import subprocess
+import sys
+
+import torch
+
+from {{ cookiecutter.package_name }}.model import MLPClassifier
+
+
+def test_output_shape() -> None:
+    model = MLPClassifier(in_features=64, num_classes=10, hidden_sizes=(32, 16))
+    assert model(torch.randn(5, 64)).shape == (5, 10)
+
+
+def test_every_parameter_receives_a_gradient() -> None:
+    model = MLPClassifier(hidden_sizes=(32, 32), dropout=0.0)
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 64)), torch.arange(8))
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None, f"{name} received no gradient"
+        assert parameter.grad.abs().sum() > 0, f"{name} received an all-zero gradient"
+
+
+def test_hidden_layers_are_registered() -> None:
+    model = MLPClassifier(hidden_sizes=(32, 16))
+    linear_layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linear_layers) == 3
+    assert sum(p.numel() for p in model.parameters()) == 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10
+
+
+def test_standardize_uses_given_statistics_and_only_centres_constant_features() -> None:
+    model = MLPClassifier(in_features=3)
+    model.set_input_stats(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 4.0, 0.0]))
+    out = model.standardize(torch.tensor([[3.0, 2.0, 5.0]]))
+    assert torch.allclose(out, torch.tensor([[1.0, 0.0, 2.0]]))
+    assert "standardize.mean" in model.state_dict(), "statistics must travel with the weights"
+
+
+def test_class_priors_set_the_first_predictions() -> None:
+    model = MLPClassifier(num_classes=3).eval()
+    priors = torch.tensor([0.5, 0.3, 0.2])
+    model.set_class_priors(priors)
+    with torch.inference_mode():
+        probabilities = model(torch.randn(16, 64)).softmax(dim=-1)
+    assert torch.allclose(probabilities.mean(dim=0), priors, atol=0.02)
+
+
+def test_hidden_layers_use_kaiming_scale() -> None:
+    torch.manual_seed(0)
+    model = MLPClassifier(hidden_sizes=(2048,))
+    std = model.body[0].weight.std().item()
+    assert abs(std - (2 / 64) ** 0.5) < 0.01
+
+
+def test_model_module_does_not_import_lightning() -> None:
+    code = (
+        "import sys, {{ cookiecutter.package_name }}.model; "
+        "sys.exit(any(m.split('.')[0] in ('lightning', 'pytorch_lightning') for m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
