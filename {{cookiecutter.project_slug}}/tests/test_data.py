@@ -3,8 +3,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import Dataset, TensorDataset
 
-from {{ cookiecutter.package_name }}.data import DigitsDataModule, load_arrays, random_shift
+from {{ cookiecutter.package_name }}.data import (
+    DigitsDataModule,
+    default_num_workers,
+    load_arrays,
+    random_shift,
+)
+from {{ cookiecutter.package_name }}.runtime import available_cores
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +96,16 @@ def test_augmentation_touches_training_batches_only(datamodule: DigitsDataModule
     finally:
         datamodule.trainer = None
         datamodule.shift_prob = 0.3
+
+
+def test_worker_count_follows_the_dataset_and_the_cores() -> None:
+    assert default_num_workers(TensorDataset(torch.zeros(4, 2))) == 0, "in-memory: no workers"
+
+    class FileLike(Dataset):
+        def __len__(self) -> int:
+            return 1
+
+        def __getitem__(self, index: int) -> int:
+            return index
+
+    assert default_num_workers(FileLike()) == max(0, min(4, available_cores() - 1))

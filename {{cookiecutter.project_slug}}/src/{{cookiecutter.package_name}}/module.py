@@ -44,6 +44,8 @@ class LitClassifier(L.LightningModule):
         # Plain numbers only, never modules: checkpoints stay loadable with weights_only=True.
         self.save_hyperparameters()
         self.model = MLPClassifier(in_features, num_classes, hidden_sizes, dropout)
+        # Lets Lightning's model summary show input/output shapes and FLOPs.
+        self.example_input_array = torch.zeros(2, in_features)
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")

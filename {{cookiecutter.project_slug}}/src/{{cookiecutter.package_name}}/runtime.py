@@ -50,6 +50,9 @@ def quiet_known_noise() -> None:
     warnings.filterwarnings(
         "ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning
     )
+    # Lightning suggests more loader workers on machines with over 2 cores; the default data
+    # are in-memory tensors, for which workers are slower (see data.default_num_workers).
+    warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
     # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info.
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_DropMessages("💡 Tip:"))

@@ -43,7 +43,11 @@ def build_summary(
     return {
         "metrics": {
             **{key: round(float(value), 6) for key, value in test_metrics.items()},
-            **({"best/val_score": round(float(best_score), 6)} if best_score is not None else {}),
+            **(
+                {f"best/{checkpoint.monitor}": round(float(best_score), 6)}
+                if best_score is not None
+                else {}
+            ),
         },
         "seed": seed,
         "epochs": trainer.current_epoch,
@@ -60,8 +64,14 @@ def build_summary(
 
 
 def _last_checkpoint(trainer: L.Trainer) -> str | None:
-    last = getattr(trainer.checkpoint_callback, "last_model_path", "")
-    return str(Path(last).resolve()) if last else None
+    """The newest checkpoint: the one written by the unmonitored (every-epoch) callback."""
+    for callback in trainer.checkpoint_callbacks:
+        path = getattr(callback, "last_model_path", "")
+        if not path and getattr(callback, "monitor", "") is None:
+            path = getattr(callback, "best_model_path", "")
+        if path:
+            return str(Path(path).resolve())
+    return None
 
 
 def write_summary(summary: dict[str, Any], directory: Path) -> Path:
