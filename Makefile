@@ -20,7 +20,7 @@ test: venv
 	WANDB_MODE=offline $(PY) -m pytest
 
 lint: venv
-	$(PY) -m ruff check hooks tests && $(PY) -m ruff format --check hooks tests
+	$(PY) -m ruff check hooks tests benchmarks && $(PY) -m ruff format --check hooks tests benchmarks
 
 demo: venv
 	rm -rf $(DEMO_DIR)

@@ -32,13 +32,14 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "configs/default.yaml",
         *(
             f"src/{package}/{name}.py"
-            for name in ("__init__", "data", "model", "module", "runtime", "summary")
+            for name in ("__init__", "callbacks", "data", "model", "module", "runtime", "summary")
         ),
         *(
             f"tests/{name}.py"
             for name in (
                 "__init__",
                 "conftest",
+                "test_callbacks",
                 "test_data",
                 "test_model",
                 "test_module",

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_template_code_is_ruff_clean() -> None:
-    for args in (["check", "hooks", "tests"], ["format", "--check", "hooks", "tests"]):
+    paths = ["hooks", "tests", "benchmarks"]
+    for args in (["check", *paths], ["format", "--check", *paths]):
         result = run([PYTHON, "-m", "ruff", *args], cwd=TEMPLATE_DIR)
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -59,3 +60,10 @@ def test_install_and_default_run_as_a_user_would(bake) -> None:
         )
         shutil.rmtree(project / "runs", ignore_errors=True)
     assert DEFAULT_PACKAGE in (project / "pyproject.toml").read_text()
+
+
+def test_callback_benchmark_still_runs() -> None:
+    """A smoke of the benchmark (never a timed assertion): it bakes, trains and reports."""
+    result = run([PYTHON, "benchmarks/callback_overhead.py", "--smoke"], cwd=TEMPLATE_DIR)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"all three\s+\d+\.\d+%\s+\(target", result.stdout), result.stdout

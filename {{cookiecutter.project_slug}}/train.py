@@ -16,7 +16,11 @@ from lightning.pytorch.cli import LightningCLI
 
 from {{ cookiecutter.package_name }}.data import DigitsDataModule
 from {{ cookiecutter.package_name }}.module import LitClassifier
-from {{ cookiecutter.package_name }}.runtime import configure_threads, quiet_known_noise
+from {{ cookiecutter.package_name }}.runtime import (
+    configure_logging,
+    configure_threads,
+    quiet_known_noise,
+)
 from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, write_summary
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
@@ -33,6 +37,7 @@ def main(args: list[str] | None = None) -> Path | None:
     """Run fit -> test; return the path of summary.json (None on ranks other than zero)."""
     start = time.perf_counter()
     quiet_known_noise()
+    configure_logging()
     configure_threads()
     cli = CLI(
         LitClassifier,

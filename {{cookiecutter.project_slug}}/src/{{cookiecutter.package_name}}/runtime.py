@@ -31,6 +31,16 @@ def configure_threads() -> int:
     return threads
 
 
+def configure_logging() -> None:
+    """Show this project's own messages (INFO and up) as `LEVEL name: message` on stderr."""
+    package_logger = logging.getLogger(__name__.rsplit(".", 1)[0])
+    package_logger.setLevel(logging.INFO)
+    if not logging.getLogger().handlers and not package_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        package_logger.addHandler(handler)
+
+
 class _DropMessages(logging.Filter):
     def __init__(self, *fragments: str) -> None:
         super().__init__()
