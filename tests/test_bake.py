@@ -32,7 +32,17 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "configs/default.yaml",
         *(
             f"src/{package}/{name}.py"
-            for name in ("__init__", "callbacks", "data", "model", "module", "runtime", "summary")
+            for name in (
+                "__init__",
+                "callbacks",
+                "checkpoints",
+                "cli",
+                "data",
+                "model",
+                "module",
+                "runtime",
+                "summary",
+            )
         ),
         *(
             f"tests/{name}.py"
@@ -40,6 +50,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "__init__",
                 "conftest",
                 "test_callbacks",
+                "test_checkpoints",
                 "test_data",
                 "test_model",
                 "test_module",

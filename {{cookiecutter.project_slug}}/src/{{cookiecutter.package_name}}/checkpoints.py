@@ -1,0 +1,89 @@
+"""Finding, checking and loading checkpoints: weights-only, with errors that name the fix."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, unreadable, or not a checkpoint of this project."""
+
+
+def find_last_checkpoint(root: Path) -> Path | None:
+    """The most recently written ``last.ckpt`` under ``root`` (the runs/ folder)."""
+    candidates = list(Path(root).glob("**/checkpoints/last.ckpt"))
+    return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load with weights_only=True: tensors and plain data only, no pickled code runs."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist: check the path.")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"checkpoint {path} holds objects that weights-only loading refuses (pickled "
+            f"code; {str(error).splitlines()[0]}). Load only checkpoints you trust, and "
+            "save hyper-parameters as plain values."
+        ) from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as error:
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or corrupt ({str(error).splitlines()[0]}), e.g. "
+            "written by a run killed mid-save: resume from an earlier checkpoint or afresh."
+        ) from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise CheckpointError(f"{path} is not a Lightning checkpoint (no 'state_dict').")
+    return checkpoint
+
+
+def resolve_ckpt_path(value: str | None, root: Path) -> str | None:
+    """``--ckpt_path``: None (fresh start), 'last' (newest last.ckpt under root) or a path,
+    checked to be readable before any training starts."""
+    if value is None:
+        return None
+    if value == "last":
+        last = find_last_checkpoint(root)
+        if last is None:
+            raise CheckpointError(
+                f"--ckpt_path last: no checkpoints/last.ckpt under {root}/ yet: train once first."
+            )
+        value = str(last)
+    read_checkpoint(value)
+    return value
+
+
+def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.") -> nn.Module:
+    """Transfer learning: copy the weights that fit from a checkpoint into ``model``.
+
+    Loads weights-only and non-strict, and logs which keys were missing from the checkpoint,
+    which it had that ``model`` does not, and which differ in shape (e.g. a new head), so a
+    silent partial load cannot happen. ``prefix`` strips the LightningModule attribute
+    (``model.``) to load into the plain network.
+    """
+    state = read_checkpoint(path)["state_dict"]
+    if prefix:
+        state = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+    own = model.state_dict()
+    reshaped = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
+    state = {k: v for k, v in state.items() if k not in reshaped}
+    result = model.load_state_dict(state, strict=False)
+    log.info("loaded %d tensors from %s", len(state) - len(result.unexpected_keys), path)
+    for problem, keys in (
+        ("not in the checkpoint (left as initialised)", result.missing_keys),
+        ("in the checkpoint but not in the model (ignored)", result.unexpected_keys),
+        ("of another shape in the checkpoint (left as initialised)", reshaped),
+    ):
+        if keys:
+            log.warning("%s: %s", problem, ", ".join(keys))
+    return model

@@ -1,0 +1,102 @@
+"""Checkpoints: weights-only loading, clear errors for bad files, resume, transfer learning."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }}.checkpoints import (
+    CheckpointError,
+    find_last_checkpoint,
+    load_weights,
+    read_checkpoint,
+    resolve_ckpt_path,
+)
+from {{ cookiecutter.package_name }}.model import MLPClassifier
+
+from .conftest import Run, run_training
+
+
+class Payload:
+    """Any class: unpickling it means running code chosen by whoever wrote the file."""
+
+
+def test_checkpoint_carrying_a_pickled_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "extra": Payload()}, path)
+    with pytest.raises(CheckpointError, match="weights-only loading refuses"):
+        read_checkpoint(path)
+
+
+@pytest.mark.slow
+def test_truncated_checkpoint_fails_with_a_clear_message(trained_run: Run, tmp_path: Path) -> None:
+    source = Path(trained_run.summary["paths"]["last_checkpoint"])
+    broken = tmp_path / "last.ckpt"
+    broken.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        read_checkpoint(broken)
+
+
+def test_missing_checkpoint_and_missing_last_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        resolve_ckpt_path(str(tmp_path / "nope.ckpt"), tmp_path)
+    with pytest.raises(CheckpointError, match="train once first"):
+        resolve_ckpt_path("last", tmp_path)
+    assert resolve_ckpt_path(None, tmp_path) is None
+
+
+@pytest.mark.slow
+def test_last_resolves_to_the_newest_last_checkpoint(trained_run: Run) -> None:
+    runs = Path(trained_run.summary["paths"]["run_dir"]).parent.parent
+    assert find_last_checkpoint(runs) == Path(trained_run.summary["paths"]["last_checkpoint"])
+
+
+@pytest.mark.slow
+def test_load_weights_reports_missing_and_unexpected_keys(
+    trained_run: Run, caplog: pytest.LogCaptureFixture
+) -> None:
+    wider_head = MLPClassifier(num_classes=12)  # a new task: the head does not fit
+    with caplog.at_level(logging.INFO):
+        load_weights(wider_head, trained_run.summary["paths"]["best_checkpoint"])
+    assert "loaded 6 tensors" in caplog.text
+    assert "of another shape in the checkpoint (left as initialised): head.weight, head.bias" in (
+        caplog.text
+    )
+    same = MLPClassifier()
+    load_weights(same, trained_run.summary["paths"]["best_checkpoint"])
+    state = read_checkpoint(trained_run.summary["paths"]["best_checkpoint"])["state_dict"]
+    assert torch.equal(same.body[0].weight, state["model.body.0.weight"])
+    assert torch.equal(wider_head.body[0].weight, state["model.body.0.weight"])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:The dirpath has changed")  # a resume logs to a new version
+def test_train_resumes_from_last(tmp_path: Path, trained_run: Run) -> None:
+    shutil.copytree(Path(trained_run.summary["paths"]["run_dir"]).parent.parent, tmp_path / "runs")
+    run = run_training(tmp_path, "--trainer.max_epochs", "27", "--ckpt_path", "last")
+    assert run.summary["epochs"] == 27
+    assert run.summary["global_step"] == trained_run.summary["global_step"] + 2 * 20
+
+
+def test_bad_ckpt_path_stops_before_training_with_exit_code_2(tmp_path: Path) -> None:
+    from train import main
+
+    stderr = io.StringIO()
+    with (
+        contextlib.redirect_stderr(stderr),
+        pytest.raises(SystemExit) as exit_info,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(sys, "argv", ["train.py"])
+        patch.chdir(tmp_path)
+        main(["--ckpt_path", "missing.ckpt"])
+    assert exit_info.value.code == 2
+    assert "error: checkpoint missing.ckpt does not exist" in stderr.getvalue()
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ckpt"))
