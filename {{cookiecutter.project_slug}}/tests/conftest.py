@@ -52,6 +52,30 @@ def run_training(directory: Path, *args: str) -> Run:
     return Run(summary_path, json.loads(summary_path.read_text()), stdout.getvalue())
 
 
+@dataclass
+class Exit:
+    code: int | str | None
+    stdout: str
+    stderr: str
+
+
+def run_until_exit(directory: Path, *args: str) -> Exit:
+    """Run train.main where it must stop with SystemExit (--print_config, bad input)."""
+    from train import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with (
+        working_directory(directory),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+        pytest.MonkeyPatch.context() as patch,
+        pytest.raises(SystemExit) as exit_info,
+    ):
+        patch.setattr(sys, "argv", ["train.py"])
+        main(list(args))
+    return Exit(exit_info.value.code, stdout.getvalue(), stderr.getvalue())
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """A short but real training with the default config (25 epochs, a few seconds)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ from {{ cookiecutter.package_name }}.checkpoints import (
 )
 from {{ cookiecutter.package_name }}.model import MLPClassifier
 
-from .conftest import Run, run_training
+from .conftest import Run, run_training, run_until_exit
 
 
 class Payload:
@@ -86,17 +83,7 @@ def test_train_resumes_from_last(tmp_path: Path, trained_run: Run) -> None:
 
 
 def test_bad_ckpt_path_stops_before_training_with_exit_code_2(tmp_path: Path) -> None:
-    from train import main
-
-    stderr = io.StringIO()
-    with (
-        contextlib.redirect_stderr(stderr),
-        pytest.raises(SystemExit) as exit_info,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        patch.setattr(sys, "argv", ["train.py"])
-        patch.chdir(tmp_path)
-        main(["--ckpt_path", "missing.ckpt"])
-    assert exit_info.value.code == 2
-    assert "error: checkpoint missing.ckpt does not exist" in stderr.getvalue()
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ckpt"))
+    result = run_until_exit(tmp_path, "--ckpt_path", "missing.ckpt")
+    assert result.code == 2
+    assert "error: checkpoint missing.ckpt does not exist" in result.stderr
+    assert not any(tmp_path.rglob("*.ckpt")), "nothing trained, nothing written"

@@ -1,14 +1,10 @@
-import contextlib
-import io
-import sys
-
 import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.data import DigitsDataModule
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
-from .conftest import Run, run_training
+from .conftest import Run, run_training, run_until_exit
 
 
 def test_fast_dev_run_smoke(tmp_path) -> None:
@@ -49,30 +45,14 @@ def test_best_checkpoint_loads_weights_only_and_reproduces_test_accuracy(trained
     assert accuracy == pytest.approx(trained_run.summary["metrics"]["test/acc"], abs=1e-6)
 
 
-def test_print_config_shows_the_resolved_configuration() -> None:
-    from train import main
-
-    stdout = io.StringIO()
-    with (
-        contextlib.redirect_stdout(stdout),
-        pytest.raises(SystemExit) as exit_info,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        patch.setattr(sys, "argv", ["train.py"])
-        main(["--print_config", "--trainer.max_epochs", "3"])
-    assert exit_info.value.code == 0
-    assert "max_epochs: 3" in stdout.getvalue()
-    assert "hidden_sizes:" in stdout.getvalue()
+def test_print_config_shows_the_resolved_configuration(tmp_path) -> None:
+    result = run_until_exit(tmp_path, "--print_config", "--trainer.max_epochs", "3")
+    assert result.code == 0
+    assert "max_epochs: 3" in result.stdout
+    assert "hidden_sizes:" in result.stdout
 
 
-def test_unknown_option_is_refused() -> None:
-    from train import main
-
-    with (
-        contextlib.redirect_stderr(io.StringIO()),
-        pytest.raises(SystemExit) as exit_info,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        patch.setattr(sys, "argv", ["train.py"])
-        main(["--trainer.max_epochz", "3"])
-    assert exit_info.value.code != 0
+def test_unknown_option_is_refused(tmp_path) -> None:
+    result = run_until_exit(tmp_path, "--trainer.max_epochz", "3")
+    assert result.code != 0
+    assert "max_epochz" in result.stderr
