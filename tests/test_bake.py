@@ -29,15 +29,18 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "README.md",
         "pyproject.toml",
         "train.py",
+        "predict.py",
         "configs/default.yaml",
         *(
             f"src/{package}/{name}.py"
             for name in (
                 "__init__",
+                "artifacts",
                 "callbacks",
                 "checkpoints",
                 "cli",
                 "data",
+                "export",
                 "model",
                 "module",
                 "runtime",
@@ -52,8 +55,10 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_callbacks",
                 "test_checkpoints",
                 "test_data",
+                "test_export",
                 "test_model",
                 "test_module",
+                "test_predict",
                 "test_train",
             )
         ),
@@ -152,10 +157,10 @@ def test_runtime_pins_match_the_template_test_environment(bake) -> None:
     dependencies = tomllib.loads((project / "pyproject.toml").read_text())["project"][
         "dependencies"
     ]
-    dev = tomllib.loads((project / "pyproject.toml").read_text())["project"][
+    extras = tomllib.loads((project / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
-    ]["dev"]
-    for requirement in dependencies + dev:
+    ]
+    for requirement in dependencies + extras["dev"] + extras["onnx"]:
         name, version = requirement.split("==")
         name = name.split("[")[0]
         if name == "torch":

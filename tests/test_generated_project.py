@@ -7,7 +7,9 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 
 from .conftest import DEFAULT_PACKAGE, PYTHON, TEMPLATE_DIR, run
 
@@ -52,6 +54,17 @@ def test_install_and_default_run_as_a_user_would(bake) -> None:
             line for line in (train.stdout + train.stderr).splitlines() if "Warning" in line
         ]
         assert warnings == [], warnings
+        exports = summary["export"]  # the template's test environment has the onnx extra
+        assert list(exports) == ["eager", "torchscript", "int8", "torch.export", "onnx"]
+        assert exports["int8"]["accuracy"] >= exports["eager"]["accuracy"] - 0.01
+        assert Path(summary["paths"]["export_report"]).is_file()
+        inputs = project / "digits.npy"
+        np.save(inputs, load_digits().data[:3])  # raw pixels of digits 0, 1, 2
+        predict = run(
+            [PYTHON, "predict.py", exports["torch.export"]["path"], str(inputs)], cwd=project
+        )
+        assert predict.returncode == 0, predict.stderr
+        assert [line.split(": ")[1][0] for line in predict.stdout.splitlines()] == ["0", "1", "2"]
         tests = run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
         assert tests.returncode == 0, tests.stdout[-5000:]
     finally:

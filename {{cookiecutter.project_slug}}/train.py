@@ -1,4 +1,4 @@
-"""Train, test the best checkpoint, and write summary.json into the run directory.
+"""Train, test the best checkpoint, export it (verified), and write summary.json.
 
 To run:
     python train.py                              # configs/default.yaml
@@ -6,6 +6,7 @@ To run:
     python train.py --config my.yaml             # layer your own YAML on top
     python train.py --print_config               # the full resolved configuration
     python train.py --ckpt_path last             # resume the newest run's last.ckpt
+    python train.py --export.formats [int8]      # export only int8 ([] for no export)
 """
 
 from __future__ import annotations
@@ -14,25 +15,29 @@ import sys
 import time
 from pathlib import Path
 
+from {{ cookiecutter.package_name }}.artifacts import check_formats
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, resolve_ckpt_path
 from {{ cookiecutter.package_name }}.cli import build_cli
+from {{ cookiecutter.package_name }}.export import export_checkpoint
 from {{ cookiecutter.package_name }}.runtime import configure_logging, configure_threads, quiet_known_noise
-from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, write_summary
+from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, run_dir, write_summary
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
 
 
 def main(args: list[str] | None = None) -> Path | None:
-    """Run fit -> test; return the path of summary.json (None on ranks other than zero)."""
+    """Run fit -> test -> export; return the path of summary.json (None on ranks but zero)."""
     start = time.perf_counter()
     quiet_known_noise()
     configure_logging()
     configure_threads()
     cli = build_cli(args, DEFAULT_CONFIG)
     trainer = cli.trainer
-    try:
+    formats = cli.config.export.formats  # None: every available format
+    try:  # bad input fails here, in one line, before any training
         resume = resolve_ckpt_path(cli.config.get("ckpt_path"), Path(trainer.default_root_dir))
-    except CheckpointError as error:
+        check_formats(formats or [])
+    except (CheckpointError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume)
@@ -40,9 +45,13 @@ def main(args: list[str] | None = None) -> Path | None:
     tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best or None)
     if not trainer.is_global_zero:
         return None
+    exported = None
+    if best and formats != []:  # rank zero only: one writer per file
+        test_split = cli.datamodule.test_set.tensors
+        exported = export_checkpoint(best, run_dir(trainer) / "export", formats, test_split)
     seed = cli.config.get("seed_everything")
-    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start)
-    path = write_summary(summary, Path(summary["paths"]["run_dir"]))
+    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start, exported)
+    path = write_summary(summary, run_dir(trainer))
     print(format_summary(summary))
     print(f"summary: {path}")
     return path

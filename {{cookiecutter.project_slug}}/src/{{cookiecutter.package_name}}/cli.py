@@ -6,6 +6,7 @@ from pathlib import Path
 
 from lightning.pytorch.cli import LightningCLI
 
+from .artifacts import Format
 from .data import DigitsDataModule
 from .module import LitClassifier
 
@@ -20,6 +21,13 @@ class ProjectCLI(LightningCLI):
             type=str | None,
             default=None,
             help="Resume training: a checkpoint path, or 'last' for the newest last.ckpt in runs/.",
+        )
+        parser.add_argument(
+            "--export.formats",
+            type=list[Format] | None,
+            default=None,
+            help="Formats exported from the best checkpoint at the end: null for all available "
+            "(ONNX needs the onnx extra), [] for none.",
         )
 
 

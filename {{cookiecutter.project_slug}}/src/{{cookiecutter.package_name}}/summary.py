@@ -27,8 +27,8 @@ def run_dir(trainer: L.Trainer) -> Path:
     """The folder that holds this run's checkpoints/ (and, for file loggers, its logs)."""
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and getattr(checkpoint, "dirpath", None):
-        return Path(checkpoint.dirpath).parent
-    return Path(trainer.log_dir or trainer.default_root_dir)
+        return Path(checkpoint.dirpath).parent.resolve()
+    return Path(trainer.log_dir or trainer.default_root_dir).resolve()
 
 
 def build_summary(
@@ -36,6 +36,7 @@ def build_summary(
     seed: int | None,
     test_metrics: dict[str, float],
     wall_time_s: float,
+    exported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
@@ -55,11 +56,13 @@ def build_summary(
         "wall_time_s": round(wall_time_s, 2),
         "versions": package_versions(),
         "paths": {
-            "run_dir": str(run_dir(trainer).resolve()),
+            "run_dir": str(run_dir(trainer)),
             "best_checkpoint": str(Path(best).resolve()) if best else None,
             "last_checkpoint": _last_checkpoint(trainer),
             "logs": str(Path(trainer.log_dir).resolve()) if trainer.log_dir else None,
+            "export_report": exported["report"] if exported else None,
         },
+        "export": exported["formats"] if exported else {},
     }
 
 
@@ -93,4 +96,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"best checkpoint: {paths['best_checkpoint']}",
         f"logs: {paths['logs']}",
     ]
+    exported = {name: report for name, report in summary["export"].items() if report["path"]}
+    if exported:
+        lines.append(f"exports ({', '.join(exported)}), verified: {paths['export_report']}")
+        artifact = next(r["path"] for r in exported.values() if r["path"].endswith(".pt"))
+        lines.append(f"predict: python predict.py {artifact} inputs.npy")
     return "\n".join(lines)
