@@ -19,30 +19,20 @@ To run:
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-from cookiecutter.main import cookiecutter
-
-TEMPLATE_DIR = Path(__file__).resolve().parents[1]
-PACKAGE = "digits_classifier"
+from baked import bake, import_modules
 
 
 def load_project(workdir: Path) -> dict:
-    project = Path(cookiecutter(str(TEMPLATE_DIR), no_input=True, output_dir=str(workdir)))
-    sys.path.insert(0, str(project / "src"))
-    return {
-        name: importlib.import_module(f"{PACKAGE}.{name}")
-        for name in ("callbacks", "data", "module", "runtime")
-    }
+    return import_modules(bake(workdir), "callbacks", "data", "module", "runtime")
 
 
 def make_timer():

@@ -80,3 +80,9 @@ def test_callback_benchmark_still_runs() -> None:
     result = run([PYTHON, "benchmarks/callback_overhead.py", "--smoke"], cwd=TEMPLATE_DIR)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r"all three\s+\d+\.\d+%\s+\(target", result.stdout), result.stdout
+
+
+def test_export_benchmark_still_runs() -> None:
+    result = run([PYTHON, "benchmarks/export_formats.py", "--smoke"], cwd=TEMPLATE_DIR)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"\| 64-256-256-10 \| int8 \| \d+ \|", result.stdout), result.stdout

@@ -146,9 +146,8 @@ def test_train_exports_the_best_checkpoint_and_reports(trained_run: Run) -> None
     eager = summary["export"]["eager"]
     assert eager["accuracy"] == pytest.approx(summary["metrics"]["test/acc"], abs=1e-6)
     assert eager["accuracy"] - summary["export"]["int8"]["accuracy"] <= INT8_MAX_ACCURACY_DROP
-    assert (
-        summary["export"]["int8"]["size_bytes"] < summary["export"]["torchscript"]["size_bytes"] / 2
-    )
+    sizes = {fmt: figures["size_bytes"] for fmt, figures in summary["export"].items()}
+    assert sizes["int8"] < 0.6 * sizes["torchscript"]  # int8 weights, except the first layer
     assert "speed-up at 256" in table
     assert "predict: python predict.py" in trained_run.stdout
 

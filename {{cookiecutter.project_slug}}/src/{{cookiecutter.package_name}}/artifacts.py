@@ -76,9 +76,16 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     torch.ao is used because it is the fast one on CPU today (see chosen_deprecated_apis);
     when torchao wins on CPU, replace this body with `torchao.quantization.quantize_`.
+    The first Linear stays fp32: it reads standardised raw inputs, where one outlier pixel
+    (|z| = 41 in the digits test split) stretches the batch's int8 range and blurs every other
+    sample. Measured on the default model: quantizing it cost 1.9 points of test accuracy
+    (0 at batch size 1); keeping it fp32 costs none and int8 stays ~1.9x faster than fp32.
     """
+    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
     with chosen_deprecated_apis():
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+        return torch.ao.quantization.quantize_dynamic(
+            model, {name: torch.ao.quantization.default_dynamic_qconfig for name in linears[1:]}
+        )
 
 
 def save(model: nn.Module, fmt: str, example: torch.Tensor, path: Path) -> Path:

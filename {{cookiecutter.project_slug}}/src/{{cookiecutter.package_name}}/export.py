@@ -133,7 +133,7 @@ def _measure(
             f"{list(eager_logits.shape)}: the batch dimension was probably frozen at export."
         )
     latency = {
-        f"batch_{size}": median_latency_ms(predict, _batch_of(features, size))
+        f"batch_{size}": median_latency_ms(predict, batch_of(features, size))
         for size in LATENCY_BATCHES
     }
     return FormatReport(
@@ -150,7 +150,7 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return float((logits.argmax(dim=-1) == labels).float().mean())
 
 
-def _batch_of(features: torch.Tensor, size: int) -> torch.Tensor:
+def batch_of(features: torch.Tensor, size: int) -> torch.Tensor:
     repeats = -(-size // len(features))  # ceil: tile a small test split up to `size` rows
     return features.repeat(repeats, 1)[:size].contiguous()
 
@@ -184,7 +184,7 @@ def write_report(reports: dict[str, FormatReport], checkpoint: str | Path, path:
     lines = [
         "# Export report",
         "",
-        f"Checkpoint: `{checkpoint}`  ",
+        f"Checkpoint: `{Path(checkpoint).resolve()}`  ",
         f"torch {torch.__version__}; latency = median of {LATENCY_REPEATS} calls, one thread; "
         f"accuracy and max |logit difference| vs eager on the test split.",
         "",

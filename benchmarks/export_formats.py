@@ -1,0 +1,101 @@
+"""Exported formats side by side: size, latency at batch 1 and 256, accuracy, per model size.
+
+Bakes the template's defaults, trains the default model and wider variants with
+`python train.py` (which exports and verifies every format), then times every artifact
+again, formats interleaved round after round on one thread, and quotes the median per
+format as a ratio to the eager model measured in the same rounds.
+
+To run:
+    .venv/bin/python benchmarks/export_formats.py            # ~2 minutes on 2 cores
+    .venv/bin/python benchmarks/export_formats.py --smoke    # seconds: does it still run?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from baked import bake, import_modules, machine
+
+WIDTHS = (256, 512, 1024)  # 256 is the default model (64-256-256-10)
+
+
+def train_and_export(project: Path, width: int, epochs: int, formats: str) -> dict:
+    """Run the generated train.py as a user would; returns its summary.json."""
+    command = [
+        sys.executable,
+        "train.py",
+        f"--model.hidden_sizes=[{width}, {width}]",
+        f"--trainer.max_epochs={epochs}",
+        f"--export.formats={formats}",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(result.stderr[-3000:])
+    summary_path = result.stdout.rstrip().splitlines()[-1].removeprefix("summary: ")
+    return json.loads(Path(summary_path).read_text())
+
+
+def interleaved_latency(modules: dict, summary: dict, rounds: int) -> dict[str, dict]:
+    """Median over rounds of each format's median call time; every round times every format."""
+    export, artifacts = modules["export"], modules["artifacts"]
+    features, _ = export.load_test_split(summary["paths"]["best_checkpoint"])
+    predictors = {"eager": export.load_model(summary["paths"]["best_checkpoint"])}
+    for fmt, figures in summary["export"].items():
+        if figures["path"]:
+            predictors[fmt] = artifacts.load(figures["path"], threads=1)
+    times: dict[str, dict[int, list[float]]] = {name: {1: [], 256: []} for name in predictors}
+    for _ in range(rounds):
+        for name, predict in predictors.items():
+            for size in (1, 256):
+                batch = export.batch_of(features, size)
+                times[name][size].append(export.median_latency_ms(predict, batch))
+    return {
+        name: {size: statistics.median(values) for size, values in by_size.items()}
+        for name, by_size in times.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true", help="default width, 2 epochs, 1 round")
+    args = parser.parse_args()
+    widths, epochs, rounds = ((256,), 2, 1) if args.smoke else (WIDTHS, args.epochs, args.rounds)
+    formats = "[torchscript, int8]" if args.smoke else "null"
+
+    with tempfile.TemporaryDirectory() as workdir:
+        project = bake(Path(workdir))
+        modules = import_modules(project, "export", "artifacts", "runtime")
+        modules["runtime"].quiet_known_noise()
+        print(f"machine: {machine()}; torch threads 1; {epochs} epochs; median of {rounds} rounds")
+        print(
+            "\n| model | format | size (KiB) | batch 1 (ms) | batch 256 (ms) "
+            "| speed-up at 256 vs eager | test accuracy | max abs diff |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for width in widths:
+            summary = train_and_export(project, width, epochs, formats)
+            latency = interleaved_latency(modules, summary, rounds)
+            for name, figures in summary["export"].items():
+                size = f"{figures['size_bytes'] / 1024:.0f}" if figures["size_bytes"] else "-"
+                speedup = latency["eager"][256] / latency[name][256]
+                print(
+                    f"| 64-{width}-{width}-10 | {name} | {size} | {latency[name][1]:.3f} "
+                    f"| {latency[name][256]:.3f} | {speedup:.2f}x | {figures['accuracy']:.4f} "
+                    f"| {figures['max_abs_diff']:.2g} |"
+                )
+
+
+if __name__ == "__main__":
+    main()
