@@ -11,15 +11,18 @@ To run:
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.artifacts import check_formats
-from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, resolve_ckpt_path
 from {{ cookiecutter.package_name }}.cli import build_cli
 from {{ cookiecutter.package_name }}.export import export_checkpoint
-from {{ cookiecutter.package_name }}.runtime import configure_logging, configure_threads, quiet_known_noise
+from {{ cookiecutter.package_name }}.plots import write_plots
+from {{ cookiecutter.package_name }}.runtime import (
+    configure_logging,
+    configure_threads,
+    keep_wandb_offline_safe,
+    quiet_known_noise,
+)
 from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, run_dir, write_summary
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
@@ -31,26 +34,26 @@ def main(args: list[str] | None = None) -> Path | None:
     quiet_known_noise()
     configure_logging()
     configure_threads()
-    cli = build_cli(args, DEFAULT_CONFIG)
+    cli = build_cli(args, DEFAULT_CONFIG)  # bad input stops here: one error line, exit 2
     trainer = cli.trainer
-    formats = cli.config.export.formats  # None: every available format
-    try:  # bad input fails here, in one line, before any training
-        resume = resolve_ckpt_path(cli.config.get("ckpt_path"), Path(trainer.default_root_dir))
-        check_formats(formats or [])
-    except (CheckpointError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume)
+    keep_wandb_offline_safe(trainer.loggers)
+    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.ckpt_path)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
-    tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best or None)
+    # verbose=False: the summary below prints the test metrics once, in plain lines.
+    tested = trainer.test(
+        cli.model, datamodule=cli.datamodule, ckpt_path=best or None, verbose=False
+    )
+    confusion = cli.model.test_confusion.compute()  # on every rank: it syncs under DDP
     if not trainer.is_global_zero:
         return None
+    formats = cli.config.export.formats  # None: every available format
     exported = None
     if best and formats != []:  # rank zero only: one writer per file
         test_split = cli.datamodule.test_set.tensors
         exported = export_checkpoint(best, run_dir(trainer) / "export", formats, test_split)
     seed = cli.config.get("seed_everything")
-    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start, exported)
+    plots = write_plots(trainer, confusion)
+    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start, exported, plots)
     path = write_summary(summary, run_dir(trainer))
     print(format_summary(summary))
     print(f"summary: {path}")

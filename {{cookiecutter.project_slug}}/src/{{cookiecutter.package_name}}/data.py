@@ -1,7 +1,8 @@
 """The data: scikit-learn's bundled 8x8 handwritten digits, real images with no download.
 
-To bring your own data, replace ``load_arrays`` (features float32 (N, F), labels int64
-(N,)); splitting, statistics, loaders and the model's input/output sizes follow from it.
+To bring your own data, point ``data.path`` at an .npz or .csv file (see data_files.py), or
+replace ``load_arrays`` (features float32 (N, F), labels int64 (N,)); splitting,
+statistics, loaders and the model's input/output sizes follow from the arrays.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from .data_files import DataError, read_data_file
 from .runtime import available_cores
 
 
-def load_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """All samples: features (N, 64) float32 pixel values 0..16, labels (N,) int64 0..9."""
+def load_arrays(path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """All samples: features (N, F) float32, labels (N,) int64.
+
+    Without a path, the digits: 1,797 samples of 64 pixel values 0..16, classes 0..9.
+    """
+    if path is not None:
+        return read_data_file(path)
     features, labels = load_digits(return_X_y=True)
     return features.astype(np.float32), labels.astype(np.int64)
 
@@ -53,6 +60,7 @@ class DigitsDataModule(L.LightningDataModule):
 
     def __init__(
         self,
+        path: str | None = None,
         batch_size: int = 64,
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
@@ -62,6 +70,8 @@ class DigitsDataModule(L.LightningDataModule):
     ) -> None:
         """
         Args:
+            path: an .npz or .csv file of features and labels (see data_files.py); None
+                for the built-in digits.
             batch_size: samples per batch (per process under DDP).
             val_fraction: share of samples held out for validation and checkpoint choice.
             test_fraction: share of samples held out for the final test.
@@ -76,13 +86,21 @@ class DigitsDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.shift_prob = shift_prob
         self.num_workers = num_workers
+        self.path = path
+        # Read and split now, while the CLI builds its objects: a bad file stops the run
+        # before any training, with a DataError that names it.
+        if shift_prob > 0 and self.num_features != 64:
+            raise DataError(
+                f"data.shift_prob={shift_prob} shifts 8x8 images, but {path} has "
+                f"{self.num_features} features per sample: set --data.shift_prob 0."
+            )
         self.train_idx, self.val_idx, self.test_idx = split_indices(
             self._arrays[1], val_fraction, test_fraction, split_seed
         )
 
     @cached_property
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return load_arrays()
+        return load_arrays(self.path)
 
     @property
     def num_features(self) -> int:

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
-from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from .model import MLPClassifier
 
@@ -49,6 +49,8 @@ class LitClassifier(L.LightningModule):
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        # Read after trainer.test for confusion_matrix.png (compute() syncs across DDP ranks).
+        self.test_confusion = MulticlassConfusionMatrix(num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -65,6 +67,9 @@ class LitClassifier(L.LightningModule):
     def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         """Class probabilities (B, num_classes); Lightning runs this in eval + inference mode."""
         return self(batch[0]).softmax(dim=-1)
+
+    def on_test_epoch_start(self) -> None:
+        self.test_confusion.reset()  # one matrix per test run, not a sum over runs
 
     def configure_optimizers(self) -> Any:
         decay = [p for p in self.parameters() if p.ndim >= 2]
@@ -107,6 +112,8 @@ class LitClassifier(L.LightningModule):
         loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
         accuracy = getattr(self, f"{stage}_acc")
         accuracy(logits, y)
+        if stage == "test":
+            self.test_confusion(logits, y)
         # Epoch-level logging only: a per-step log costs time on every step.
         self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=stage == "val")

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import logging
+import netrc
 import os
+import threading
+import urllib.error
+import urllib.request
 import warnings
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlparse
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def available_cores() -> int:
@@ -63,6 +72,64 @@ def quiet_known_noise() -> None:
     # Lightning suggests more loader workers on machines with over 2 cores; the default data
     # are in-memory tensors, for which workers are slower (see data.default_num_workers).
     warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
-    # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info.
+    # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info,
+    # and a note on our own call to trainer.estimated_stepping_batches (the LR schedule).
+    noise = _DropMessages("💡 Tip:", "to estimate number of stepping batches")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(_DropMessages("💡 Tip:"))
+        logging.getLogger(name).addFilter(noise)
+
+
+def keep_wandb_offline_safe(loggers: Sequence[Any], timeout_s: float = 2.0) -> str | None:
+    """Make an online wandb logger fall back to offline instead of prompting or hanging.
+
+    wandb 0.31 asks for a key on a terminal when it has none, and with a key but no network
+    blocks ~106 s before failing (measured). Both are checked here first, in at most
+    ``timeout_s``; on failure WANDB_MODE=offline (read by wandb.init) keeps the run going
+    and the end-of-run lines print the `wandb sync` command. Returns the reason, if any.
+    """
+    online = [
+        logger
+        for logger in loggers
+        # Lightning keeps the `offline=` argument only in a private attribute.
+        if type(logger).__name__ == "WandbLogger" and not getattr(logger, "_offline", False)
+    ]
+    if not online or os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return None
+    url = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    reason = None
+    if not (os.environ.get("WANDB_API_KEY") or _netrc_has(urlparse(url).hostname or "")):
+        reason = "no wandb API key (run `wandb login` or set WANDB_API_KEY)"
+    elif not _reachable(url, timeout_s):
+        reason = f"{url} is unreachable within {timeout_s:g} s"
+    if reason:
+        os.environ["WANDB_MODE"] = "offline"
+        log.info("wandb logs offline: %s; upload later with `wandb sync`.", reason)
+    return reason
+
+
+def _netrc_has(host: str) -> bool:
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def _reachable(url: str, timeout_s: float) -> bool:
+    """Any HTTP answer from ``url`` within ``timeout_s``. An HTTP request, not a bare TCP
+    connect: proxies accept connections to any address and then never answer. A thread
+    bounds the whole probe (the socket timeout does not cover name resolution)."""
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            urllib.request.urlopen(url, timeout=timeout_s).close()
+            answered.append(True)
+        except urllib.error.HTTPError:  # 401, 404...: the server is there
+            answered.append(True)
+        except (OSError, ValueError):  # DNS, refused, TLS, timed out, malformed URL
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(answered)

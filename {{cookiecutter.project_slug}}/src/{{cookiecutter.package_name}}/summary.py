@@ -37,6 +37,7 @@ def build_summary(
     test_metrics: dict[str, float],
     wall_time_s: float,
     exported: dict[str, Any] | None = None,
+    plots: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
@@ -61,9 +62,26 @@ def build_summary(
             "last_checkpoint": _last_checkpoint(trainer),
             "logs": str(Path(trainer.log_dir).resolve()) if trainer.log_dir else None,
             "export_report": exported["report"] if exported else None,
+            "plots": plots or {},
         },
+        "view_logs": how_to_view_logs(trainer),
         "export": exported["formats"] if exported else {},
     }
+
+
+def how_to_view_logs(trainer: L.Trainer) -> list[str]:
+    """For each logger, the command (or file) that shows this run's curves."""
+    hints = []
+    for logger in trainer.loggers:
+        kind = type(logger).__name__
+        if kind == "TensorBoardLogger":
+            hints.append(f"tensorboard --logdir {Path(logger.root_dir).resolve()}")
+        elif kind == "CSVLogger":
+            hints.append(f"metrics per epoch: {Path(logger.log_dir).resolve() / 'metrics.csv'}")
+        elif kind == "WandbLogger":
+            run = logger.experiment
+            hints.append(f"wandb sync {run.sync_dir}" if run.offline else f"wandb: {run.url}")
+    return hints
 
 
 def _last_checkpoint(trainer: L.Trainer) -> str | None:
@@ -94,8 +112,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"after {summary['epochs']} epochs in {summary['wall_time_s']:.1f} s "
         f"(seed {summary['seed']})",
         f"best checkpoint: {paths['best_checkpoint']}",
-        f"logs: {paths['logs']}",
     ]
+    if paths["plots"]:
+        lines.append(f"plots: {', '.join(paths['plots'].values())}")
+    lines += [f"logs: {hint}" for hint in summary["view_logs"]] or [f"logs: {paths['logs']}"]
     exported = {name: report for name, report in summary["export"].items() if report["path"]}
     if exported:
         lines.append(f"exports ({', '.join(exported)}), verified: {paths['export_report']}")

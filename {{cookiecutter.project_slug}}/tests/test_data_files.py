@@ -1,0 +1,109 @@
+"""--data.path: .npz and .csv files read and checked, with errors that name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from {{ cookiecutter.package_name }}.data import DigitsDataModule
+from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
+
+from .conftest import run_training, run_until_exit
+
+
+def write_npz(path: Path, features: np.ndarray, labels: np.ndarray) -> Path:
+    np.savez(path, features=features, labels=labels)
+    return path
+
+
+def blobs(samples: int = 120, features: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Three well-separated classes: any working model learns them."""
+    rng = np.random.default_rng(0)
+    labels = np.arange(samples) % 3
+    return rng.normal(size=(samples, features)) + 4 * labels[:, None], labels
+
+
+def test_npz_and_csv_with_a_header_read_alike(tmp_path: Path) -> None:
+    features, labels = blobs()
+    npz = write_npz(tmp_path / "d.npz", features, labels)
+    csv = tmp_path / "d.csv"
+    rows = "\n".join(",".join(map(str, [*f, y])) for f, y in zip(features, labels, strict=True))
+    csv.write_text("f1,f2,f3,f4,f5,label\n" + rows + "\n")
+    for path in (npz, csv):
+        got_features, got_labels = read_data_file(path)
+        assert got_features.dtype == np.float32 and got_labels.dtype == np.int64
+        np.testing.assert_allclose(got_features, features, rtol=1e-6)
+        np.testing.assert_array_equal(got_labels, labels)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.npz", "does not exist"),
+        (lambda d: _write(d / "data.json", "{}"), "unknown data file type"),
+        (lambda d: _write(d / "broken.npz", "not a zip"), "cannot read"),
+        (lambda d: _savez(d / "keys.npz", x=blobs()[0], y=blobs()[1]), "cannot read"),
+        (lambda d: write_npz(d / "float.npz", blobs()[0], blobs()[1] + 0.5), "integer class"),
+        (lambda d: write_npz(d / "nan.npz", blobs()[0] * np.nan, blobs()[1]), "finite numbers"),
+        (lambda d: write_npz(d / "shape.npz", blobs()[0], blobs()[1][:-1]), r"\(N, F\)"),
+        (lambda d: write_npz(d / "one.npz", blobs()[0], blobs()[1] * 0), "at least 2 classes"),
+        (lambda d: _write(d / "text.csv", "a,b\n1,x\n2,y\n"), "finite numbers"),
+    ],
+)
+def test_bad_data_files_are_named_with_the_fix(tmp_path: Path, make, message: str) -> None:
+    path = make(tmp_path)
+    with pytest.raises(DataError, match=message) as error:
+        read_data_file(path)
+    assert str(path) in str(error.value)
+
+
+def test_image_augmentation_on_non_image_data_is_refused(tmp_path: Path) -> None:
+    path = write_npz(tmp_path / "d.npz", *blobs())
+    with pytest.raises(DataError, match=r"set --data\.shift_prob 0"):
+        DigitsDataModule(path=str(path))
+    assert DigitsDataModule(path=str(path), shift_prob=0).num_features == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trainer.max_epochz", "3"], "unrecognized arguments: --trainer.max_epochz"),
+        (["--trainer.max_epochs", "abc"], "trainer.max_epochs"),
+        (["--data.path", "missing.npz"], "data.path missing.npz does not exist"),
+        (["--data.path", "broken.npz", "--data.shift_prob", "0"], "cannot read broken.npz"),
+    ],
+)
+def test_bad_input_stops_train_in_a_few_lines_with_exit_code_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "broken.npz").write_text("not a zip")
+    result = run_until_exit(tmp_path, *args)
+    assert result.code == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert len(result.stderr.splitlines()) <= 5, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists(), "no run folder that could pass for a result"
+
+
+def test_own_data_file_trains_without_code_changes(tmp_path: Path) -> None:
+    path = write_npz(tmp_path / "blobs.npz", *blobs())
+    run = run_training(
+        tmp_path,
+        *("--data.path", str(path), "--data.shift_prob", "0", "--data.batch_size", "16"),
+        *("--trainer.max_epochs", "10", "--trainer.log_every_n_steps", "5"),
+        *("--export.formats", "[torchscript]"),
+    )
+    assert run.summary["metrics"]["test/acc"] >= 0.9  # three separated blobs
+    assert run.summary["export"]["torchscript"]["accuracy"] >= 0.9
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _savez(path: Path, **arrays: np.ndarray) -> Path:
+    np.savez(path, **arrays)
+    return path
