@@ -1,0 +1,191 @@
+"""What the generated project's training loop costs over a plain PyTorch loop, per epoch.
+
+Three variants train the same model on the same data, batch order, augmentation, loss,
+AdamW + warm-up/cosine schedule, with a validation pass every epoch:
+- plain:   a hand-written PyTorch loop, as a careful engineer writes it (loss and accuracy
+           summed on the device, read once per epoch);
+- bare:    a Lightning Trainer with logging, checkpointing, progress bar and summary off;
+- project: the generated project exactly as `python train.py` builds it from
+           configs/default.yaml (logger, checkpoints, LR monitor, guards, metric history).
+Variants are interleaved, repeated, and the median epoch time (first epoch skipped) is
+quoted as a ratio to plain. Two model sizes: the default one, and a compute-bound one
+whose step is >= 20 ms, where overhead should vanish.
+
+To run:
+    .venv/bin/python benchmarks/loop_overhead.py            # ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/loop_overhead.py --smoke    # seconds: does it still run?
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+
+from baked import bake, import_modules, machine
+
+SIZES = {"default (64-256-256-10)": (256, 256), "compute-bound (64-2048x3-10)": (2048,) * 3}
+
+
+def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:
+    """Per-epoch seconds of a plain PyTorch loop doing the project's work."""
+    torch.manual_seed(42)
+    data = modules["data"].DigitsDataModule()
+    data.setup("fit")
+    model = modules["model"].MLPClassifier(data.num_features, data.num_classes, hidden, 0.3)
+    model.set_input_stats(*data.input_stats())
+    model.set_class_priors(data.class_priors())
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=3e-3,
+    )
+    train_loader, val_loader = data.train_dataloader(), data.val_dataloader()
+    total = epochs * len(train_loader)
+    warmup = max(1, round(0.05 * total))
+    scheduler = SequentialLR(
+        optimizer,
+        [
+            LinearLR(optimizer, start_factor=1.0 / warmup, total_iters=warmup),
+            CosineAnnealingLR(optimizer, T_max=total - warmup),
+        ],
+        milestones=[warmup],
+    )
+    times = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        model.train()
+        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
+        for x, y in train_loader:
+            shifted = modules["data"].random_shift(x.view(-1, 8, 8)).view_as(x)
+            x = torch.where(torch.rand(len(x), 1) < 0.3, shifted, x)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y, label_smoothing=0.1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            loss_sum += loss.detach() * len(y)
+            correct += (logits.argmax(-1) == y).sum()
+        model.eval()
+        with torch.no_grad():
+            for x, y in val_loader:
+                logits = model(x)
+                loss_sum += F.cross_entropy(logits, y) * len(y)
+                correct += (logits.argmax(-1) == y).sum()
+        float(loss_sum), int(correct)  # read once per epoch, as a logger would
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def epoch_timer():
+    """A callback timing train + validation per epoch (built here: lightning imports late)."""
+    import lightning as L
+
+    class EpochTimer(L.Callback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            self.start = time.perf_counter()
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            if not trainer.sanity_checking:
+                self.times.append(time.perf_counter() - self.start)
+
+    return EpochTimer()
+
+
+def bare_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:
+    import lightning as L
+
+    L.seed_everything(42, verbose=False)
+    timer = epoch_timer()
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[timer],
+    )
+    model = modules["module"].LitClassifier(hidden_sizes=hidden)
+    trainer.fit(model, datamodule=modules["data"].DigitsDataModule())
+    return timer.times[1:]
+
+
+def project_epochs(
+    modules: dict, project: Path, hidden: tuple[int, ...], epochs: int, root: Path
+) -> list[float]:
+    """The project's own CLI and configs/default.yaml, as train.py builds them."""
+    cli = modules["cli"].build_cli(
+        [
+            f"--trainer.max_epochs={epochs}",
+            f"--trainer.default_root_dir={root}",
+            f"--trainer.logger.init_args.save_dir={root}",
+            f"--model.hidden_sizes=[{', '.join(map(str, hidden))}]",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+        ],
+        project / "configs" / "default.yaml",
+    )
+    timer = epoch_timer()
+    cli.trainer.callbacks.append(timer)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return timer.times[1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="default model, 1 repeat of 3 epochs")
+    args = parser.parse_args()
+    repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)
+    sizes = dict(list(SIZES.items())[:1]) if args.smoke else SIZES
+
+    with tempfile.TemporaryDirectory() as workdir:
+        project = bake(Path(workdir))
+        modules = import_modules(project, "cli", "data", "model", "module", "runtime")
+        modules["runtime"].quiet_known_noise()
+        threads = modules["runtime"].configure_threads()
+        sys.argv = ["train.py"]  # LightningCLI reads it
+        print(f"machine: {machine()}; torch threads {threads}; {repeats} interleaved repeats")
+        print("\n| model | variant | median epoch (ms) | ratio to plain | per train step (ms) |")
+        print("|---|---|---:|---:|---:|")
+        steps = steps_per_epoch(modules)
+        for label, hidden in sizes.items():
+            times: dict[str, list[float]] = {"plain": [], "bare": [], "project": []}
+            for repeat in range(repeats):
+                times["plain"] += plain_epochs(modules, hidden, epochs)
+                times["bare"] += bare_epochs(modules, hidden, epochs)
+                root = Path(workdir) / f"runs{repeat}"
+                times["project"] += project_epochs(modules, project, hidden, epochs, root)
+            plain = statistics.median(times["plain"])
+            for name, values in times.items():
+                median = statistics.median(values)
+                print(
+                    f"| {label} | {name} | {median * 1e3:.1f} | {median / plain:.2f}x "
+                    f"| {median * 1e3 / steps:.2f} |"
+                )
+
+
+def steps_per_epoch(modules: dict) -> int:
+    data = modules["data"].DigitsDataModule()
+    data.setup("fit")
+    return len(data.train_dataloader())
+
+
+if __name__ == "__main__":
+    main()

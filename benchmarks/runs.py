@@ -1,0 +1,135 @@
+"""Whole-process figures: start-up, `python train.py` end to end, DDP on CPU.
+
+- start-up: `python train.py --help` against `python -c "import lightning"` (the floor);
+- end to end: the default `python train.py` (60 epochs, test, export, plots), wall time and
+  peak memory (max RSS of the process tree);
+- DDP on CPU: 2 processes (gloo) against 1, samples per second of training. Throughput is
+  taken between a short and a long run ((T_long - T_short) / extra samples), so start-up,
+  test and export cancel out.
+Runs are interleaved and repeated; medians are quoted.
+
+To run:
+    .venv/bin/python benchmarks/runs.py            # ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/runs.py --smoke    # one repeat of short runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from baked import bake, machine
+
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def timed(command: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MiB of the child processes so far, and stdout."""
+    env = {**os.environ, "PYTHONPATH": str(cwd / "src"), "WANDB_MODE": "offline"}
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    # ru_maxrss of children: the largest process so far (KiB on Linux), not a sum.
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, peak, result.stdout
+
+
+def summary_of(stdout: str) -> dict:
+    return json.loads(Path(stdout.rstrip().splitlines()[-1].removeprefix("summary: ")).read_text())
+
+
+def startup(project: Path, repeats: int) -> dict[str, float]:
+    python = sys.executable
+    commands = {
+        'python -c "import lightning"': [python, "-c", "import lightning"],
+        "python train.py --help": [python, "train.py", "--help"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            times[name].append(timed(command, project)[0])
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def end_to_end(project: Path, repeats: int, epochs: int) -> tuple[float, float, float]:
+    """Median wall time, peak RSS, and the run's own wall_time_s from summary.json."""
+    walls, own = [], []
+    peak = 0.0
+    for _ in range(repeats):
+        wall, peak, stdout = timed(
+            [sys.executable, "train.py", f"--trainer.max_epochs={epochs}", *QUIET], project
+        )
+        walls.append(wall)
+        own.append(summary_of(stdout)["wall_time_s"])
+    return statistics.median(walls), peak, statistics.median(own)
+
+
+def ddp_throughput(project: Path, repeats: int, short: int, long: int) -> dict[str, float]:
+    """Training samples per second, 1 process vs 2 (gloo), from the long-minus-short wall."""
+    variants = {
+        "1 process": ["--trainer.devices=1"],
+        "2 processes (ddp, gloo)": ["--trainer.devices=2", "--trainer.strategy=ddp"],
+    }
+    train_samples = 1257  # 70 % of the 1,797 digits
+    walls: dict[str, dict[int, list[float]]] = {name: {short: [], long: []} for name in variants}
+    for _ in range(repeats):
+        for name, flags in variants.items():
+            for epochs in (short, long):
+                command = [
+                    sys.executable,
+                    "train.py",
+                    f"--trainer.max_epochs={epochs}",
+                    "--export.formats=[]",
+                    *flags,
+                    *QUIET,
+                ]
+                walls[name][epochs].append(timed(command, project)[0])
+    rates = {}
+    for name, by_epochs in walls.items():
+        extra = statistics.median(by_epochs[long]) - statistics.median(by_epochs[short])
+        rates[name] = (long - short) * train_samples / max(extra, 1e-9)
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="1 repeat, short runs")
+    args = parser.parse_args()
+    repeats = 1 if args.smoke else args.repeats
+    e2e_epochs, (short, long) = (3, (2, 4)) if args.smoke else (60, (5, 25))
+
+    with tempfile.TemporaryDirectory() as workdir:
+        project = bake(Path(workdir))
+        print(f"machine: {machine()}; medians of {repeats} interleaved repeats")
+
+        print("\n| start-up | wall (s) |\n|---|---:|")
+        for name, seconds in startup(project, repeats).items():
+            print(f"| `{name}` | {seconds:.2f} |")
+
+        wall, peak, own = end_to_end(project, repeats, e2e_epochs)
+        print(f"\n| `python train.py` ({e2e_epochs} epochs, test, export, plots) | value |")
+        print("|---|---:|")
+        print(f"| wall time, whole process (s) | {wall:.1f} |")
+        print(f"| wall time, as summary.json reports it (s) | {own:.1f} |")
+        print(f"| peak memory, max RSS (MiB) | {peak:.0f} |")
+
+        rates = ddp_throughput(project, repeats, short, long)
+        single = rates["1 process"]
+        print("\n| DDP on CPU | training samples/s | vs 1 process |\n|---|---:|---:|")
+        for name, rate in rates.items():
+            print(f"| {name} | {rate:.0f} | {rate / single:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
