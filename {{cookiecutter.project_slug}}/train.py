@@ -6,6 +6,7 @@ To run:
     python train.py --config my.yaml             # layer your own YAML on top
     python train.py --print_config               # the full resolved configuration
     python train.py --ckpt_path last             # resume the newest run's last.ckpt
+    python train.py --config configs/ddp-cpu.yaml  # a preset: see configs/ and the README
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, resolve_ckpt_path
+from {{ cookiecutter.package_name }}.checkpoints import CheckpointError
 from {{ cookiecutter.package_name }}.cli import build_cli
+from {{ cookiecutter.package_name }}.hardware import HardwareError
 from {{ cookiecutter.package_name }}.runtime import configure_logging, configure_threads, quiet_known_noise
 from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, write_summary
 
@@ -28,14 +30,13 @@ def main(args: list[str] | None = None) -> Path | None:
     quiet_known_noise()
     configure_logging()
     configure_threads()
-    cli = build_cli(args, DEFAULT_CONFIG)
-    trainer = cli.trainer
     try:
-        resume = resolve_ckpt_path(cli.config.get("ckpt_path"), Path(trainer.default_root_dir))
-    except CheckpointError as error:
+        cli = build_cli(args, DEFAULT_CONFIG)
+    except (HardwareError, CheckpointError) as error:  # raised before anything is built
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume)
+    trainer = cli.trainer
+    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best or None)
     if not trainer.is_global_zero:

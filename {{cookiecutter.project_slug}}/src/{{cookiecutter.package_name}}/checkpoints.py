@@ -63,6 +63,25 @@ def resolve_ckpt_path(value: str | None, root: Path) -> str | None:
     return value
 
 
+def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
+    """Resume writing checkpoints where the resumed run wrote them.
+
+    ``callbacks`` are the parsed (not yet instantiated) ``trainer.callbacks``. Every
+    ModelCheckpoint without an explicit ``dirpath`` gets the resumed checkpoint's folder, so
+    best/last tracking carries on in one place (Lightning otherwise derives a new folder
+    from the logger's new version, warns "dirpath has changed" and forgets the best-k
+    bookkeeping). The logger still starts a new version: logs are never overwritten.
+    Checkpoints from elsewhere (not in a ``checkpoints/`` folder) leave the config as is.
+    """
+    if ckpt_path.parent.name != "checkpoints":
+        return
+    for callback in callbacks:
+        init_args = getattr(callback, "init_args", None)
+        is_checkpoint = getattr(callback, "class_path", "").endswith("ModelCheckpoint")
+        if is_checkpoint and init_args is not None and init_args.get("dirpath") is None:
+            init_args.dirpath = str(ckpt_path.parent)
+
+
 def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.") -> nn.Module:
     """Transfer learning: copy the weights that fit from a checkpoint into ``model``.
 
