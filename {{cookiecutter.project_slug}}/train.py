@@ -39,10 +39,11 @@ def main(args: list[str] | None = None) -> Path | None:
     trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best or None)
+    seed = cli.config.get("seed_everything")
+    # On every rank: trainer.log_dir is a collective call under DDP. Only rank zero writes.
+    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start)
     if not trainer.is_global_zero:
         return None
-    seed = cli.config.get("seed_everything")
-    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start)
     path = write_summary(summary, Path(summary["paths"]["run_dir"]))
     print(format_summary(summary))
     print(f"summary: {path}")

@@ -52,6 +52,16 @@ def run_training(directory: Path, *args: str) -> Run:
     return Run(summary_path, json.loads(summary_path.read_text()), stdout.getvalue())
 
 
+def build(directory: Path, *args: str):
+    """Parse ``args`` like `python train.py ARGS` and build model, data and Trainer (no fit)."""
+    from {{ cookiecutter.package_name }}.cli import build_cli
+    from train import DEFAULT_CONFIG
+
+    with working_directory(directory), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["train.py"])
+        return build_cli(["--trainer.enable_progress_bar", "false", *args], DEFAULT_CONFIG)
+
+
 @dataclass
 class Exit:
     code: int | str | None

@@ -255,7 +255,8 @@ class MemoryMonitor(L.Callback):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         figures = self._measure(pl_module)
-        pl_module.log_dict(figures, on_step=False, on_epoch=True)
+        # Under DDP: the largest process's figure, which is the one that runs out of memory.
+        pl_module.log_dict(figures, on_step=False, on_epoch=True, sync_dist=True, reduce_fx="max")
         current = figures.get("memory/cuda_allocated_mib", figures["memory/rss_mib"])
         if self._previous is not None and current - self._previous >= self.min_growth_mib:
             self._growing += 1

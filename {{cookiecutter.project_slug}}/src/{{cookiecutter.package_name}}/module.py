@@ -112,8 +112,12 @@ class LitClassifier(L.LightningModule):
         loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
         accuracy = getattr(self, f"{stage}_acc")
         accuracy(logits, y)
-        # Epoch-level logging only: a per-step log costs time on every step.
-        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
+        # Epoch-level logging only: a per-step log costs time on every step. Under DDP the
+        # loss is averaged over all processes once per epoch (sync_dist); the accuracy
+        # metric object syncs its own counts.
+        self.log(
+            f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y), sync_dist=True
+        )
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
 
