@@ -74,7 +74,8 @@ def test_load_weights_reports_missing_and_unexpected_keys(
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:The dirpath has changed")  # a resume logs to a new version
+# The runs folder was copied elsewhere, so Lightning rightly warns that the dirpath changed.
+@pytest.mark.filterwarnings("ignore:The dirpath has changed")
 def test_train_resumes_from_last(tmp_path: Path, trained_run: Run) -> None:
     shutil.copytree(Path(trained_run.summary["paths"]["run_dir"]).parent.parent, tmp_path / "runs")
     run = run_training(tmp_path, "--trainer.max_epochs", "27", "--ckpt_path", "last")
