@@ -31,6 +31,22 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "train.py",
         "configs/default.yaml",
         *(
+            f"configs/{name}.yaml"
+            for name in (
+                "cpu",
+                "gpu",
+                "bf16-mixed",
+                "16-mixed",
+                "ddp",
+                "ddp-cpu",
+                "multi-node",
+                "debug",
+                "reproducible",
+                "low-memory",
+            )
+        ),
+        "scripts/slurm.sbatch",
+        *(
             f"src/{package}/{name}.py"
             for name in (
                 "__init__",
@@ -38,6 +54,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "checkpoints",
                 "cli",
                 "data",
+                "hardware",
                 "model",
                 "module",
                 "runtime",
@@ -51,9 +68,14 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "conftest",
                 "test_callbacks",
                 "test_checkpoints",
+                "probes",
+                "subprocesses",
                 "test_data",
+                "test_distributed",
+                "test_fault_recovery",
                 "test_model",
                 "test_module",
+                "test_presets",
                 "test_train",
             )
         ),

@@ -55,11 +55,11 @@ def run_training(directory: Path, *args: str) -> Run:
 def build(directory: Path, *args: str):
     """Parse ``args`` like `python train.py ARGS` and build model, data and Trainer (no fit)."""
     from {{ cookiecutter.package_name }}.cli import build_cli
-    from train import DEFAULT_CONFIG
 
+    default_config = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     with working_directory(directory), pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", ["train.py"])
-        return build_cli(["--trainer.enable_progress_bar", "false", *args], DEFAULT_CONFIG)
+        return build_cli(["--trainer.enable_progress_bar", "false", *args], default_config)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.runtime import available_cores
 
-from .scripts import preset, run_train
+from .subprocesses import preset, run_train
 
 PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out_dir", "probe")
 

@@ -15,7 +15,7 @@ import torch
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
 from .conftest import run_until_exit
-from .scripts import preset, script_env, train_command
+from .subprocesses import preset, script_env, train_command
 
 EPOCHS = 10
 KILL_AFTER_EPOCH = 2  # 0-based: killed once last.ckpt holds at least 3 finished epochs

@@ -14,11 +14,10 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
-from train import DEFAULT_CONFIG
 
 from .conftest import build, run_until_exit
 
-CONFIGS = DEFAULT_CONFIG.parent
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PRESETS = sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "default")
 MOCKED_GPUS = 4
 # name: (accelerator, strategy, precision, devices per node, nodes)
