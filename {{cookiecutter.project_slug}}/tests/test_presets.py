@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
+import lightning as L
 import pytest
 import torch
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
@@ -166,3 +167,75 @@ def test_impossible_device_count_and_precisions_are_refused(mocked_gpus: None) -
 def test_fp16_on_the_cpu_is_refused_instead_of_silently_becoming_bf16() -> None:
     with pytest.raises(HardwareError, match="16-mixed needs a GPU"):
         check_hardware("cpu", 1, "16-mixed", ["--trainer.precision 16-mixed"])
+
+
+# --- short real trainings with the CPU presets ------------------------------------------
+
+
+class Observe(L.Callback):
+    """Records what the training steps really ran with."""
+
+    def __init__(self) -> None:
+        self.logits_dtypes: set[torch.dtype] = set()
+        self.anomaly_detection: set[bool] = set()
+        self.deterministic: set[bool] = set()
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *_) -> None:
+        self.anomaly_detection.add(torch.is_anomaly_enabled())
+        self.deterministic.add(torch.are_deterministic_algorithms_enabled())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        with trainer.precision_plugin.forward_context():
+            self.logits_dtypes.add(pl_module(batch[0][:2]).dtype)
+
+
+def fit_preset(directory: Path, name: str, *args: str) -> tuple[L.Trainer, Observe]:
+    directory.mkdir(parents=True, exist_ok=True)
+    cli = build(directory, "--config", str(CONFIGS / f"{name}.yaml"), *args)
+    observe = Observe()
+    cli.trainer.callbacks.append(observe)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return cli.trainer, observe
+
+
+@pytest.mark.slow
+def test_cpu_preset_trains(tmp_path: Path) -> None:
+    trainer, observe = fit_preset(tmp_path, "cpu", "--trainer.max_epochs", "2")
+    assert trainer.current_epoch == 2
+    assert observe.logits_dtypes == {torch.float32}
+    assert trainer.callback_metrics["val/acc"] > 0.8
+
+
+@pytest.mark.slow
+def test_bf16_mixed_preset_trains_in_bfloat16_on_the_cpu(tmp_path: Path) -> None:
+    # bf16 is slow on CPUs without bf16 instructions: a few batches prove the path.
+    limits = ("--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2")
+    trainer, observe = fit_preset(tmp_path, "bf16-mixed", "--trainer.max_epochs", "2", *limits)
+    assert trainer.global_step == 8
+    assert observe.logits_dtypes == {torch.bfloat16}
+    assert torch.isfinite(trainer.callback_metrics["train/loss"])
+
+
+@pytest.mark.slow
+def test_debug_preset_overfits_its_batches_with_anomaly_detection(tmp_path: Path) -> None:
+    # Validation and checkpoints once, at the end: the 40 training epochs are what is tested.
+    trainer, observe = fit_preset(tmp_path, "debug", "--trainer.check_val_every_n_epoch", "40")
+    assert observe.anomaly_detection == {True}
+    assert trainer.num_training_batches == 2
+    # The "does the loss go down" check a healthy model passes: 2 batches memorised.
+    assert trainer.callback_metrics["train/loss"] < 0.05
+    assert trainer.callback_metrics["train/acc"] == 1.0
+
+
+@pytest.mark.slow
+def test_reproducible_preset_reruns_bit_identically(
+    tmp_path: Path, restore_torch_flags: None
+) -> None:
+    runs = [
+        fit_preset(tmp_path / f"run{i}", "reproducible", "--trainer.max_epochs", "2")
+        for i in (0, 1)
+    ]
+    assert all(observe.deterministic == {True} for _, observe in runs)
+    first, second = (trainer.lightning_module.state_dict() for trainer, _ in runs)
+    for key, value in first.items():
+        assert torch.equal(value, second[key]), key
