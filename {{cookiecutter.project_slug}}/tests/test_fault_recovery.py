@@ -86,6 +86,7 @@ def test_sigkilled_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path: 
         in (stderr)
     )
     assert "dirpath has changed" not in stderr
+    assert "exists and is not empty" not in stderr
     finish(uninterrupted)
 
     # The resumed run kept writing into the killed run's folder and finished all epochs.

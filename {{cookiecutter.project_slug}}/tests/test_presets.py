@@ -239,3 +239,13 @@ def test_reproducible_preset_reruns_bit_identically(
     first, second = (trainer.lightning_module.state_dict() for trainer, _ in runs)
     for key, value in first.items():
         assert torch.equal(value, second[key]), key
+
+
+@pytest.mark.slow
+def test_low_memory_preset_accumulates_and_recomputes(tmp_path: Path) -> None:
+    trainer, _ = fit_preset(
+        tmp_path, "low-memory", "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "8"
+    )
+    assert trainer.global_step == 2  # 8 batches of 16, one optimizer step per 4
+    assert trainer.lightning_module.model.activation_checkpointing
+    assert torch.isfinite(trainer.callback_metrics["train/loss"])

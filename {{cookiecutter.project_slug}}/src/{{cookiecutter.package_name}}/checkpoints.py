@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -75,11 +78,17 @@ def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     """
     if ckpt_path.parent.name != "checkpoints":
         return
+    folder = os.path.realpath(ckpt_path.parent)  # what ModelCheckpoint makes of a dirpath
     for callback in callbacks:
         init_args = getattr(callback, "init_args", None)
         is_checkpoint = getattr(callback, "class_path", "").endswith("ModelCheckpoint")
         if is_checkpoint and init_args is not None and init_args.get("dirpath") is None:
-            init_args.dirpath = str(ckpt_path.parent)
+            init_args.dirpath = folder
+    # Lightning warns about an explicit checkpoint folder that is not empty; this one is
+    # meant to be. Only this exact folder's warning is dropped.
+    warnings.filterwarnings(
+        "ignore", message=f"Checkpoint directory {re.escape(folder)} exists and is not empty"
+    )
 
 
 def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.") -> nn.Module:

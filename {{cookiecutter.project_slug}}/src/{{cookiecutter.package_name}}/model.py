@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint_sequential
+from torch.utils.checkpoint import checkpoint
 
 
 class Standardize(nn.Module):
@@ -78,16 +78,11 @@ class MLPClassifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.standardize(x)  # (B, in_features)
-        if (
-            self.activation_checkpointing
-            and self.training
-            and torch.is_grad_enabled()
-            and self.body
-        ):
-            # One segment per hidden layer (Linear, ReLU, Dropout). Non-reentrant: works with
-            # autocast; the RNG state is replayed, so dropout draws the same mask again.
-            segments = max(1, len(self.body) // 3)
-            h = checkpoint_sequential(self.body, segments, h, use_reentrant=False)
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            # Per hidden layer (Linear, ReLU, Dropout): only its input is kept. Non-reentrant:
+            # works with autocast; the RNG state is replayed, so dropout draws the same mask.
+            for start in range(0, len(self.body), 3):
+                h = checkpoint(self.body[start : start + 3], h, use_reentrant=False)
         else:
             h = self.body(h)
         return self.head(h)  # (B, num_classes)
