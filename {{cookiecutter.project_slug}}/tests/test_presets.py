@@ -3,6 +3,7 @@ Trainer it promises; GPU presets on a machine without a GPU stop at once with th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
@@ -17,6 +18,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
 
 from .conftest import build, run_until_exit
+from .subprocesses import run_train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PRESETS = sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "default")
@@ -93,6 +95,8 @@ def test_preset_builds_its_trainer_and_keeps_the_defaults(
     cli = build(tmp_path, "--config", str(CONFIGS / f"{name}.yaml"))
     trainer = cli.trainer
     accelerator, strategy, precision, devices, nodes = EXPECTED[name]
+    if name == "bf16-mixed" and torch.cuda.is_available():
+        accelerator = CUDAAccelerator  # accelerator: auto takes the GPU when there is one
     if name in NEEDS_GPU and torch.cuda.is_available():
         devices = torch.cuda.device_count() if devices == MOCKED_GPUS else devices
     assert isinstance(trainer.accelerator, accelerator)
@@ -210,7 +214,10 @@ def test_cpu_preset_trains(tmp_path: Path) -> None:
 def test_bf16_mixed_preset_trains_in_bfloat16_on_the_cpu(tmp_path: Path) -> None:
     # bf16 is slow on CPUs without bf16 instructions: a few batches prove the path.
     limits = ("--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2")
-    trainer, observe = fit_preset(tmp_path, "bf16-mixed", "--trainer.max_epochs", "2", *limits)
+    limits += ("--trainer.log_every_n_steps", "1")
+    trainer, observe = fit_preset(
+        tmp_path, "bf16-mixed", "--trainer.accelerator", "cpu", "--trainer.max_epochs", "2", *limits
+    )
     assert trainer.global_step == 8
     assert observe.logits_dtypes == {torch.bfloat16}
     assert torch.isfinite(trainer.callback_metrics["train/loss"])
@@ -244,8 +251,52 @@ def test_reproducible_preset_reruns_bit_identically(
 @pytest.mark.slow
 def test_low_memory_preset_accumulates_and_recomputes(tmp_path: Path) -> None:
     trainer, _ = fit_preset(
-        tmp_path, "low-memory", "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "8"
+        tmp_path,
+        "low-memory",
+        *("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "8"),
+        *("--trainer.log_every_n_steps", "1"),
     )
     assert trainer.global_step == 2  # 8 batches of 16, one optimizer step per 4
     assert trainer.lightning_module.model.activation_checkpointing
     assert torch.isfinite(trainer.callback_metrics["train/loss"])
+
+
+# --- GPU presets: run where there is a GPU ----------------------------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.slow
+@needs_cuda
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("gpu", torch.float32), ("16-mixed", torch.float16), ("bf16-mixed", torch.bfloat16)],
+)
+def test_gpu_preset_trains_on_the_gpu(tmp_path: Path, name: str, dtype: torch.dtype) -> None:
+    if name == "bf16-mixed" and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    trainer, observe = fit_preset(tmp_path, name, "--trainer.max_epochs", "2")
+    assert trainer.strategy.root_device.type == "cuda"
+    assert observe.logits_dtypes == {dtype}
+    assert trainer.callback_metrics["val/acc"] > 0.8
+
+
+@pytest.mark.slow
+@needs_cuda
+def test_ddp_preset_trains_on_every_gpu(tmp_path: Path) -> None:
+    result = run_train(
+        tmp_path,
+        "--config",
+        str(CONFIGS / "ddp.yaml"),
+        "--trainer.max_epochs",
+        "2",
+        "--trainer.callbacks+=tests.probes.RankProbe",
+        "--trainer.callbacks.out_dir",
+        "probe",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    ranks = sorted((tmp_path / "probe").glob("rank-*.json"))
+    assert len(ranks) == torch.cuda.device_count()
+    backends = {json.loads(path.read_text())["backend"] for path in ranks}
+    assert backends == {"nccl"}  # DDP initialises its process group even on one GPU
+    assert len(list(tmp_path.glob("runs/**/summary.json"))) == 1
