@@ -70,9 +70,9 @@ def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     """Resume writing checkpoints where the resumed run wrote them.
 
     ``callbacks`` are the parsed (not yet instantiated) ``trainer.callbacks``. Every
-    ModelCheckpoint without an explicit ``dirpath`` gets the resumed checkpoint's folder, so
-    best/last tracking carries on in one place (Lightning otherwise derives a new folder
-    from the logger's new version, warns "dirpath has changed" and forgets the best-k
+    (Resumable)ModelCheckpoint without an explicit ``dirpath`` gets the resumed checkpoint's
+    folder, so best/last tracking carries on in one place (Lightning otherwise derives a new
+    folder from the logger's new version, warns "dirpath has changed" and forgets the best-k
     bookkeeping). The logger still starts a new version: logs are never overwritten.
     Checkpoints from elsewhere (not in a ``checkpoints/`` folder) leave the config as is.
     """
@@ -81,7 +81,7 @@ def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     folder = os.path.realpath(ckpt_path.parent)  # what ModelCheckpoint makes of a dirpath
     for callback in callbacks:
         init_args = getattr(callback, "init_args", None)
-        is_checkpoint = getattr(callback, "class_path", "").endswith("ModelCheckpoint")
+        is_checkpoint = getattr(callback, "class_path", "").endswith("Checkpoint")
         if is_checkpoint and init_args is not None and init_args.get("dirpath") is None:
             init_args.dirpath = folder
     # Lightning warns about an explicit checkpoint folder that is not empty; this one is

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,6 @@ class ProjectCLI(LightningCLI):
         check_hardware(
             trainer.accelerator, trainer.devices, trainer.precision, self._accelerator_source()
         )
-        for logger in trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]:
-            absolute_save_dir(logger)
         ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
         self.config.ckpt_path = ckpt_path
         if ckpt_path is not None:
@@ -52,20 +49,6 @@ class ProjectCLI(LightningCLI):
             if arg == "--trainer.accelerator" and index + 1 < len(self.args):
                 return [f"{arg} {self.args[index + 1]}"]
         return [str(path) for path in self.config.get("config") or []] or ["configs/default.yaml"]
-
-
-def absolute_save_dir(logger: Any) -> None:
-    """Make a parsed logger's relative ``save_dir`` absolute.
-
-    ModelCheckpoint records its folder in every checkpoint: derived from the logger, it is
-    as relative as save_dir; given explicitly (as on resume), it is made absolute. Lightning
-    only restores the best-k bookkeeping when the two are equal strings, so both must be
-    absolute for a resumed run to carry on where it stopped.
-    """
-    init_args = getattr(logger, "init_args", None)
-    save_dir = init_args.get("save_dir") if init_args is not None else None
-    if save_dir and "://" not in str(save_dir):
-        init_args.save_dir = os.path.realpath(save_dir)
 
 
 def build_cli(args: list[str] | None, default_config: Path) -> ProjectCLI:
