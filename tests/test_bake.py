@@ -75,6 +75,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_fault_recovery",
                 "test_model",
                 "test_module",
+                "test_preset_training",
                 "test_presets",
                 "test_train",
             )
