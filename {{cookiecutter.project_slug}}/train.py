@@ -18,7 +18,12 @@ from pathlib import Path
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError
 from {{ cookiecutter.package_name }}.cli import build_cli
 from {{ cookiecutter.package_name }}.hardware import HardwareError
-from {{ cookiecutter.package_name }}.runtime import configure_logging, configure_threads, quiet_known_noise
+from {{ cookiecutter.package_name }}.runtime import (
+    configure_logging,
+    configure_threads,
+    leave_process_group,
+    quiet_known_noise,
+)
 from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, write_summary
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
@@ -42,6 +47,7 @@ def main(args: list[str] | None = None) -> Path | None:
     seed = cli.config.get("seed_everything")
     # On every rank: trainer.log_dir is a collective call under DDP. Only rank zero writes.
     summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start)
+    leave_process_group()  # the last collective call is done
     if not trainer.is_global_zero:
         return None
     path = write_summary(summary, Path(summary["paths"]["run_dir"]))

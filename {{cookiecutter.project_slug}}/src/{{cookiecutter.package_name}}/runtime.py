@@ -34,6 +34,18 @@ def configure_threads() -> int:
     return threads
 
 
+def leave_process_group() -> None:
+    """End this process's part in DDP cleanly, after its last collective call.
+
+    A rank that exits with the process group still up can abort in gloo's teardown
+    ("terminate called without an active exception"); torchrun then kills the other ranks
+    and reports the whole run as failed, although it finished.
+    """
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 def configure_logging() -> None:
     """Show this project's own messages (INFO and up) as `LEVEL name: message` on stderr."""
     package_logger = logging.getLogger(__name__.rsplit(".", 1)[0])
