@@ -32,6 +32,22 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "predict.py",
         "configs/default.yaml",
         *(
+            f"configs/{name}.yaml"
+            for name in (
+                "cpu",
+                "gpu",
+                "bf16-mixed",
+                "16-mixed",
+                "ddp",
+                "ddp-cpu",
+                "multi-node",
+                "debug",
+                "reproducible",
+                "low-memory",
+            )
+        ),
+        "scripts/slurm.sbatch",
+        *(
             f"src/{package}/{name}.py"
             for name in (
                 "__init__",
@@ -42,6 +58,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "data",
                 "data_files",
                 "export",
+                "hardware",
                 "model",
                 "module",
                 "plots",
@@ -56,13 +73,19 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "conftest",
                 "test_callbacks",
                 "test_checkpoints",
+                "probes",
+                "subprocesses",
                 "test_data",
                 "test_data_files",
+                "test_distributed",
                 "test_export",
+                "test_fault_recovery",
                 "test_model",
                 "test_module",
                 "test_plots",
                 "test_predict",
+                "test_preset_training",
+                "test_presets",
                 "test_runtime",
                 "test_train",
             )

@@ -4,6 +4,7 @@ To run:
     python train.py                              # configs/default.yaml
     python train.py --trainer.max_epochs 5       # override any key
     python train.py --config my.yaml             # layer your own YAML on top
+    python train.py --config configs/ddp-cpu.yaml  # a preset: see configs/ and the README
     python train.py --print_config               # the full resolved configuration
     python train.py --ckpt_path last             # resume the newest run's last.ckpt
     python train.py --export.formats [int8]      # export only int8 ([] for no export)
@@ -11,16 +12,18 @@ To run:
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.cli import build_cli
+from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
 from {{ cookiecutter.package_name }}.export import export_checkpoint
 from {{ cookiecutter.package_name }}.plots import write_plots
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
     keep_wandb_offline_safe,
+    leave_process_group,
     quiet_known_noise,
 )
 from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, run_dir, write_summary
@@ -34,16 +37,21 @@ def main(args: list[str] | None = None) -> Path | None:
     quiet_known_noise()
     configure_logging()
     configure_threads()
-    cli = build_cli(args, DEFAULT_CONFIG)  # bad input stops here: one error line, exit 2
+    try:
+        cli = build_cli(args, DEFAULT_CONFIG)
+    except STARTUP_ERRORS as error:  # raised before any training
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     trainer = cli.trainer
     keep_wandb_offline_safe(trainer.loggers)
-    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.ckpt_path)
+    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     # verbose=False: the summary below prints the test metrics once, in plain lines.
     tested = trainer.test(
         cli.model, datamodule=cli.datamodule, ckpt_path=best or None, verbose=False
     )
     confusion = cli.model.test_confusion.compute()  # on every rank: it syncs under DDP
+    leave_process_group()  # that was the last collective call
     if not trainer.is_global_zero:
         return None
     formats = cli.config.export.formats  # None: every available format

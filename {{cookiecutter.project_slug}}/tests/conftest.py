@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
 # Never reach for the network from tests: wandb (if chosen) logs to local files.
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -52,6 +54,16 @@ def run_training(directory: Path, *args: str) -> Run:
     return Run(summary_path, json.loads(summary_path.read_text()), stdout.getvalue())
 
 
+def build(directory: Path, *args: str):
+    """Parse ``args`` like `python train.py ARGS` and build model, data and Trainer (no fit)."""
+    from {{ cookiecutter.package_name }}.cli import build_cli
+
+    default_config = CONFIGS / "default.yaml"
+    with working_directory(directory), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["train.py"])
+        return build_cli(["--trainer.enable_progress_bar", "false", *args], default_config)
+
+
 @dataclass
 class Exit:
     code: int | str | None
@@ -80,3 +92,14 @@ def run_until_exit(directory: Path, *args: str) -> Exit:
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """A short but real training with the default config (25 epochs, a few seconds)."""
     return run_training(tmp_path_factory.mktemp("trained"), "--trainer.max_epochs", "25")
+
+
+@pytest.fixture
+def restore_torch_flags(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A deterministic Trainer switches torch to deterministic algorithms process-wide."""
+    import torch
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(deterministic)

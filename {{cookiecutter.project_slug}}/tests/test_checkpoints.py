@@ -74,14 +74,22 @@ def test_load_weights_reports_missing_and_unexpected_keys(
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:The dirpath has changed")  # a resume logs to a new version
-def test_train_resumes_from_last(tmp_path: Path, trained_run: Run) -> None:
+# A moved runs/ folder resumes too: checkpoints record relative folders.
+@pytest.mark.filterwarnings("error:The dirpath has changed")
+def test_train_resumes_from_last_in_the_same_run_folder(tmp_path: Path, trained_run: Run) -> None:
     shutil.copytree(Path(trained_run.summary["paths"]["run_dir"]).parent.parent, tmp_path / "runs")
+    copied_run = tmp_path / Path(trained_run.summary["paths"]["run_dir"]).relative_to(
+        Path(trained_run.summary["paths"]["run_dir"]).parent.parent.parent
+    )
     run = run_training(
         tmp_path, "--trainer.max_epochs", "27", "--ckpt_path", "last", "--export.formats", "[]"
     )
     assert run.summary["epochs"] == 27
     assert run.summary["global_step"] == trained_run.summary["global_step"] + 2 * 20
+    assert run.summary["paths"]["run_dir"] == str(copied_run.resolve())
+    # The best epoch so far was remembered: no second best-*.ckpt unless a better one came.
+    best = sorted(p.name for p in (copied_run / "checkpoints").glob("best-*.ckpt"))
+    assert len(best) == 1, best
 
 
 def test_bad_ckpt_path_stops_before_training_with_exit_code_2(tmp_path: Path) -> None:

@@ -59,3 +59,29 @@ def test_model_module_does_not_import_lightning() -> None:
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
+
+
+def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients() -> None:
+    torch.manual_seed(0)
+    plain = MLPClassifier(hidden_sizes=(32, 32, 32), dropout=0.3)
+    checkpointed = MLPClassifier(
+        hidden_sizes=(32, 32, 32), dropout=0.3, activation_checkpointing=True
+    )
+    checkpointed.load_state_dict(plain.state_dict())
+    x = torch.randn(16, 64)
+    gradients, linear_calls = [], []
+    for model in (plain, checkpointed):
+        calls: list[int] = []
+        for index, layer in enumerate(model.body):
+            if isinstance(layer, torch.nn.Linear):
+                layer.register_forward_hook(lambda *_, i=index, calls=calls: calls.append(i))
+        torch.manual_seed(1)  # the same dropout masks; the recomputation must replay them
+        model.train()(x).square().sum().backward()
+        gradients.append({name: p.grad for name, p in model.named_parameters()})
+        linear_calls.append(sorted(calls))
+    # Checkpointed: every hidden layer runs forward once more during the backward pass.
+    assert linear_calls == [[0, 3, 6], [0, 0, 3, 3, 6, 6]]
+    for name, grad in gradients[0].items():
+        assert torch.equal(grad, gradients[1][name]), name
+    with torch.no_grad():  # evaluation (and export) never checkpoint
+        assert torch.equal(checkpointed.eval()(x), plain.eval()(x))

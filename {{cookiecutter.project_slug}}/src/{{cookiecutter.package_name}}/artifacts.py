@@ -41,13 +41,19 @@ def available_formats() -> list[str]:
     return [name for name in FILE_NAMES if name != "onnx" or onnx_ok]
 
 
+class ExportFormatError(ValueError):
+    """An export format that is unknown, or needs packages that are not installed."""
+
+
 def check_formats(formats: list[str]) -> None:
     """Refuse, before any work, a format that is unknown or cannot be written here."""
     for fmt in formats:
         if fmt not in FILE_NAMES:
-            raise ValueError(f"unknown export format {fmt!r}: choose from {list(FILE_NAMES)}.")
+            raise ExportFormatError(
+                f"unknown export format {fmt!r}: choose from {list(FILE_NAMES)}."
+            )
         if fmt not in available_formats():
-            raise ValueError(
+            raise ExportFormatError(
                 f"export format {fmt!r} needs {', '.join(ONNX_PACKAGES)}: "
                 'pip install -e ".[onnx]", or leave it out of export.formats.'
             )

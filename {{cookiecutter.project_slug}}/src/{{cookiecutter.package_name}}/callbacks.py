@@ -17,6 +17,7 @@ import lightning as L
 import numpy as np
 import psutil
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import grad_norm
 from torch import nn
 
@@ -89,6 +90,26 @@ class RandomState(L.Callback):
     ) -> None:
         if "rng_states" in checkpoint:
             restore_rng_states(checkpoint["rng_states"])
+
+
+# --- checkpoints ----------------------------------------------------------------------
+
+
+class ResumableCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, whose best/last bookkeeping survives a resume.
+
+    A checkpoint records the folder it was written to, relative when the logger's save_dir
+    is (runs/...). On resume the folder is given explicitly (see
+    checkpoints.continue_in_checkpoint_dir), which Lightning makes absolute, and it only
+    restores the best-k state when both strings are equal: otherwise it warns "dirpath has
+    changed" and a worse epoch could become "best". Same folder, same state.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and os.path.realpath(saved) == os.path.realpath(self.dirpath):
+            state_dict = {**state_dict, "dirpath": self.dirpath}
+        super().load_state_dict(state_dict)
 
 
 # --- gradients ------------------------------------------------------------------------
@@ -255,7 +276,8 @@ class MemoryMonitor(L.Callback):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         figures = self._measure(pl_module)
-        pl_module.log_dict(figures, on_step=False, on_epoch=True)
+        # Under DDP: the largest process's figure, which is the one that runs out of memory.
+        pl_module.log_dict(figures, on_step=False, on_epoch=True, sync_dist=True, reduce_fx="max")
         current = figures.get("memory/cuda_allocated_mib", figures["memory/rss_mib"])
         if self._previous is not None and current - self._previous >= self.min_growth_mib:
             self._growing += 1

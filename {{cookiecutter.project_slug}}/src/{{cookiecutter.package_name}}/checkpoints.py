@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,31 @@ def resolve_ckpt_path(value: str | None, root: Path) -> str | None:
         value = str(last)
     read_checkpoint(value)
     return value
+
+
+def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
+    """Resume writing checkpoints where the resumed run wrote them.
+
+    ``callbacks`` are the parsed (not yet instantiated) ``trainer.callbacks``. Every
+    (Resumable)ModelCheckpoint without an explicit ``dirpath`` gets the resumed checkpoint's
+    folder, so best/last tracking carries on in one place (Lightning otherwise derives a new
+    folder from the logger's new version, warns "dirpath has changed" and forgets the best-k
+    bookkeeping). The logger still starts a new version: logs are never overwritten.
+    Checkpoints from elsewhere (not in a ``checkpoints/`` folder) leave the config as is.
+    """
+    if ckpt_path.parent.name != "checkpoints":
+        return
+    folder = os.path.realpath(ckpt_path.parent)  # what ModelCheckpoint makes of a dirpath
+    for callback in callbacks:
+        init_args = getattr(callback, "init_args", None)
+        is_checkpoint = getattr(callback, "class_path", "").endswith("Checkpoint")
+        if is_checkpoint and init_args is not None and init_args.get("dirpath") is None:
+            init_args.dirpath = folder
+    # Lightning warns about an explicit checkpoint folder that is not empty; this one is
+    # meant to be. Only this exact folder's warning is dropped.
+    warnings.filterwarnings(
+        "ignore", message=f"Checkpoint directory {re.escape(folder)} exists and is not empty"
+    )
 
 
 def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.") -> nn.Module:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from .artifacts import Format, check_formats
-from .checkpoints import CheckpointError, resolve_ckpt_path
+from .artifacts import ExportFormatError, Format, check_formats
+from .checkpoints import CheckpointError, continue_in_checkpoint_dir, resolve_ckpt_path
 from .data import DigitsDataModule
 from .data_files import DataError
+from .hardware import HardwareError, check_hardware
 from .module import LitClassifier
+
+# Bad input found while the CLI builds the run; train.py prints it as one line, exit code 2.
+STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError)
 
 
 class ConciseParser(LightningArgumentParser):
@@ -22,7 +26,7 @@ class ConciseParser(LightningArgumentParser):
         # Union errors list every subtype tried; the None alternative and type names are noise.
         noise = ("NoneType", "Subtypes:", "Errors:", "Given value type")
         message = "\n".join(
-            line for line in message.strip().splitlines() if not any(word in line for word in noise)
+            line for line in message.strip().splitlines() if not any(w in line for w in noise)
         )
         sys.stderr.write(
             f"error: {message}\n"
@@ -52,23 +56,39 @@ class ProjectCLI(LightningCLI):
             "(ONNX needs the onnx extra), [] for none.",
         )
 
-    def instantiate_classes(self) -> None:
-        """Build data, model and Trainer, and check every input first: a bad export format,
-        data file or checkpoint stops here as one error line (exit 2), before training."""
-        try:
-            check_formats(self.config.export.formats or [])
-        except ValueError as error:
-            self.parser.error(str(error))
-        try:
-            super().instantiate_classes()
-            root = Path(self.trainer.default_root_dir)
-            self.ckpt_path = resolve_ckpt_path(self.config.get("ckpt_path"), root)
-        except (DataError, CheckpointError) as error:
-            self.parser.error(str(error))
+    def parse_arguments(self, parser, args: Any) -> None:
+        """Parse, then check what needs only the parsed config: before seeding, the Trainer,
+        the logger or any run directory, so a bad preset or checkpoint path costs nothing.
+        (A bad data file is found next, when the data module is built, still before training.)"""
+        self.args = list(sys.argv[1:] if args is None else args)
+        super().parse_arguments(parser, args)
+        trainer = self.config.trainer
+        check_hardware(
+            trainer.accelerator, trainer.devices, trainer.precision, self._accelerator_source()
+        )
+        check_formats(self.config.export.formats or [])
+        ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
+        self.config.ckpt_path = ckpt_path
+        if ckpt_path is not None:
+            continue_in_checkpoint_dir(trainer.callbacks or [], Path(ckpt_path))
+
+    def _accelerator_source(self) -> list[str]:
+        """Where the accelerator came from: a command-line flag or the --config files."""
+        for index in reversed(range(len(self.args))):
+            arg = self.args[index]
+            if arg.startswith("--trainer.accelerator="):
+                return [arg]
+            if arg == "--trainer.accelerator" and index + 1 < len(self.args):
+                return [f"{arg} {self.args[index + 1]}"]
+        return [str(path) for path in self.config.get("config") or []] or ["configs/default.yaml"]
 
 
 def build_cli(args: list[str] | None, default_config: Path) -> ProjectCLI:
-    """Parse ``args`` on top of ``default_config`` and instantiate model, data and Trainer."""
+    """Parse ``args`` on top of ``default_config`` and instantiate model, data and Trainer.
+
+    Raises one of STARTUP_ERRORS, before any training, for a config this machine cannot run,
+    a checkpoint that cannot be resumed, an unusable data file or export format.
+    """
     return ProjectCLI(
         LitClassifier,
         DigitsDataModule,

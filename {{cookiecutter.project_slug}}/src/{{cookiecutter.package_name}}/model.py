@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 class Standardize(nn.Module):
@@ -33,8 +34,16 @@ class MLPClassifier(nn.Module):
         num_classes: int = 10,
         hidden_sizes: Sequence[int] = (256, 256),
         dropout: float = 0.3,
+        activation_checkpointing: bool = False,
     ) -> None:
+        """
+        Args:
+            activation_checkpointing: in training, store only the inputs of the hidden
+                layers and recompute their activations in the backward pass (less memory,
+                ~1/3 more compute, the same gradients). Evaluation and export never do.
+        """
         super().__init__()
+        self.activation_checkpointing = activation_checkpointing
         self.standardize = Standardize(in_features)
         layers: list[nn.Module] = []
         width = in_features
@@ -68,4 +77,12 @@ class MLPClassifier(nn.Module):
         self.head.bias.copy_(priors.clamp_min(1e-8).log())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(self.standardize(x)))  # (B, num_classes)
+        h = self.standardize(x)  # (B, in_features)
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            # Per hidden layer (Linear, ReLU, Dropout): only its input is kept. Non-reentrant:
+            # works with autocast; the RNG state is replayed, so dropout draws the same mask.
+            for start in range(0, len(self.body), 3):
+                h = checkpoint(self.body[start : start + 3], h, use_reentrant=False)
+        else:
+            h = self.body(h)
+        return self.head(h)  # (B, num_classes)

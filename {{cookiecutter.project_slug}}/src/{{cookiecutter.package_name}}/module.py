@@ -28,6 +28,7 @@ class LitClassifier(L.LightningModule):
         weight_decay: float = 1e-2,
         warmup_fraction: float = 0.05,
         label_smoothing: float = 0.1,
+        activation_checkpointing: bool = False,
     ) -> None:
         """
         Args:
@@ -39,11 +40,15 @@ class LitClassifier(L.LightningModule):
             weight_decay: AdamW decay, applied to weight matrices only.
             warmup_fraction: share of all optimizer steps spent warming up linearly.
             label_smoothing: training-loss smoothing; val/test report the plain loss.
+            activation_checkpointing: recompute activations in the backward pass instead of
+                storing them (for out-of-memory cases; see configs/low-memory.yaml).
         """
         super().__init__()
         # Plain numbers only, never modules: checkpoints stay loadable with weights_only=True.
         self.save_hyperparameters()
-        self.model = MLPClassifier(in_features, num_classes, hidden_sizes, dropout)
+        self.model = MLPClassifier(
+            in_features, num_classes, hidden_sizes, dropout, activation_checkpointing
+        )
         # Lets Lightning's model summary show input/output shapes and FLOPs.
         self.example_input_array = torch.zeros(2, in_features)
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -114,8 +119,12 @@ class LitClassifier(L.LightningModule):
         accuracy(logits, y)
         if stage == "test":
             self.test_confusion(logits, y)
-        # Epoch-level logging only: a per-step log costs time on every step.
-        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
+        # Epoch-level logging only: a per-step log costs time on every step. Under DDP the
+        # loss is averaged over all processes once per epoch (sync_dist); the accuracy
+        # metric object syncs its own counts.
+        self.log(
+            f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=len(y), sync_dist=True
+        )
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=stage == "val")
         return loss
 

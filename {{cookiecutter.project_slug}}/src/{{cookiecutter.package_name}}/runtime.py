@@ -28,8 +28,11 @@ def available_cores() -> int:
 def configure_threads() -> int:
     """Split the cores between the processes on this node, so none oversubscribes.
 
-    ``LOCAL_WORLD_SIZE`` is set by torchrun and by Lightning's DDP launcher; a single
-    process gets every core. An explicit ``OMP_NUM_THREADS`` always wins.
+    A single process gets every core; under torchrun (which sets ``LOCAL_WORLD_SIZE``) each
+    gets its share. An explicit ``OMP_NUM_THREADS`` always wins; torchrun sets it to 1
+    unless you do. Lightning's own DDP launcher starts rank 0 before the others exist and
+    sets no ``LOCAL_WORLD_SIZE``, but it sets cores // processes on every rank itself when
+    fit starts (tests/test_distributed.py checks both launchers).
     """
     if "OMP_NUM_THREADS" in os.environ:
         threads = int(os.environ["OMP_NUM_THREADS"])
@@ -38,6 +41,18 @@ def configure_threads() -> int:
         threads = max(1, available_cores() // local_processes)
     torch.set_num_threads(threads)
     return threads
+
+
+def leave_process_group() -> None:
+    """End this process's part in DDP cleanly, after its last collective call.
+
+    A rank that exits with the process group still up can abort in gloo's teardown
+    ("terminate called without an active exception"); torchrun then kills the other ranks
+    and reports the whole run as failed, although it finished.
+    """
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def configure_logging() -> None:

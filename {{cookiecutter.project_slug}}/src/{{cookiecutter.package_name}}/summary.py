@@ -28,7 +28,7 @@ def run_dir(trainer: L.Trainer) -> Path:
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and getattr(checkpoint, "dirpath", None):
         return Path(checkpoint.dirpath).parent.resolve()
-    return Path(trainer.log_dir or trainer.default_root_dir).resolve()
+    return Path(_log_dir(trainer) or trainer.default_root_dir).resolve()
 
 
 def build_summary(
@@ -60,13 +60,23 @@ def build_summary(
             "run_dir": str(run_dir(trainer)),
             "best_checkpoint": str(Path(best).resolve()) if best else None,
             "last_checkpoint": _last_checkpoint(trainer),
-            "logs": str(Path(trainer.log_dir).resolve()) if trainer.log_dir else None,
+            "logs": _log_dir(trainer),
             "export_report": exported["report"] if exported else None,
             "plots": plots or {},
         },
         "view_logs": how_to_view_logs(trainer),
         "export": exported["formats"] if exported else {},
     }
+
+
+def _log_dir(trainer: L.Trainer) -> str | None:
+    """The first logger's folder. (Not trainer.log_dir: under DDP that is a collective call,
+    and this runs on rank zero only.)"""
+    if not trainer.loggers:
+        return None
+    logger = trainer.loggers[0]
+    folder = getattr(logger, "log_dir", None) or logger.save_dir
+    return str(Path(folder).resolve()) if folder else None
 
 
 def how_to_view_logs(trainer: L.Trainer) -> list[str]:

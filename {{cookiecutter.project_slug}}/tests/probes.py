@@ -1,0 +1,46 @@
+"""Callbacks that tests add to real `python train.py` runs to see inside each process.
+
+Added from the command line (`--trainer.callbacks+=tests.probes.RankProbe
+--trainer.callbacks.out_dir DIR`), so the run under test is the real entry point and launcher.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+
+class RankProbe(L.Callback):
+    """Each rank writes ``rank-<N>.json``: its place in the world, CPU threads, distributed
+    backend, and the dataset indices its training sampler yields in every epoch."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = Path(out_dir)
+        self.facts: dict[str, Any] = {"indices": {}}
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self.facts.update(
+            global_rank=trainer.global_rank,
+            local_rank=trainer.local_rank,
+            world_size=trainer.world_size,
+            threads=torch.get_num_threads(),
+            backend=torch.distributed.get_backend() if distributed else None,
+            strategy=type(trainer.strategy).__name__,
+            train_size=len(trainer.datamodule.train_set),
+        )
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Lightning has already called sampler.set_epoch(epoch): this is the epoch's order.
+        sampler = trainer.train_dataloader.sampler
+        self.facts["sampler"] = type(sampler).__name__
+        self.facts["indices"][trainer.current_epoch] = [int(i) for i in sampler]
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / f"rank-{trainer.global_rank}.json"
+        path.write_text(json.dumps(self.facts))

@@ -1,0 +1,70 @@
+"""DDP on 2 CPU processes, started by Lightning and by torchrun: disjoint data shards, one
+checkpoint folder and one summary.json, a fair share of the cores for each process."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.runtime import available_cores
+
+from .subprocesses import preset, run_train
+
+PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out_dir", "probe")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("torchrun", [False, True], ids=["lightning-launcher", "torchrun"])
+def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
+    tmp_path: Path, torchrun: bool
+) -> None:
+    start = time.perf_counter()
+    result = run_train(
+        tmp_path,
+        "--config",
+        preset("ddp-cpu"),
+        "--trainer.max_epochs",
+        "2",
+        *PROBE,
+        torchrun_processes=2 if torchrun else 0,
+    )
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert elapsed <= 60, f"2-process DDP run took {elapsed:.0f} s"
+
+    ranks = [json.loads((tmp_path / "probe" / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert [r["global_rank"] for r in ranks] == [0, 1]
+    for rank in ranks:
+        assert (rank["world_size"], rank["backend"], rank["strategy"]) == (2, "gloo", "DDPStrategy")
+        assert rank["sampler"] == "DistributedSampler"
+    # A fair share of the cores each: under Lightning's launcher it sets cores // processes on
+    # every rank; torchrun sets OMP_NUM_THREADS=1 unless you set it.
+    share = max(1, available_cores() // 2)
+    threads = [rank["threads"] for rank in ranks]
+    assert threads[0] == threads[1] <= share
+    if not torchrun:
+        assert threads[0] == share
+
+    size = ranks[0]["train_size"]
+    per_rank = math.ceil(size / 2)
+    for epoch in ("0", "1"):
+        shards = [rank["indices"][epoch] for rank in ranks]
+        assert [len(shard) for shard in shards] == [per_rank, per_rank]
+        # Disjoint except the padding DistributedSampler adds to even out an odd count.
+        assert len(set(shards[0]) & set(shards[1])) == 2 * per_rank - size
+        assert set(shards[0]) | set(shards[1]) == set(range(size))
+    assert ranks[0]["indices"]["0"] != ranks[0]["indices"]["1"], "reshuffled every epoch"
+
+    # Rank zero alone writes: one run folder, one summary, one "summary:" line.
+    assert len(list(tmp_path.glob("runs/**/checkpoints"))) == 1
+    summaries = list(tmp_path.glob("runs/**/summary.json"))
+    assert len(summaries) == 1
+    assert result.stdout.count("summary: ") == 1
+    summary = json.loads(summaries[0].read_text())
+    assert summary["epochs"] == 2
+    # Each optimizer step consumes one batch per process: half the single-process steps.
+    assert summary["global_step"] == 2 * math.ceil(per_rank / 64)

@@ -1,0 +1,118 @@
+"""A run killed with SIGKILL mid-training resumes from its last.ckpt and ends with exactly
+the weights of a run that was never interrupted; a checkpoint cut short is refused clearly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
+
+from .conftest import run_until_exit
+from .subprocesses import preset, script_env, train_command
+
+EPOCHS = 10
+KILL_AFTER_EPOCH = 2  # 0-based: killed once last.ckpt holds at least 3 finished epochs
+# The reproducible preset, one thread per process (the two runs share the machine), and the
+# same arguments for all three runs, so only the kill differs.
+ARGS = ("--config", preset("reproducible"), "--trainer.max_epochs", str(EPOCHS))
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        train_command(*ARGS, *args),
+        cwd=cwd,
+        env=script_env(OMP_NUM_THREADS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen) -> tuple[str, str]:
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stdout[-3000:] + stderr[-5000:]
+    return stdout, stderr
+
+
+def saved_epoch(path: Path) -> int | None:
+    """The epoch in a readable last.ckpt, None while there is none."""
+    if not path.is_file():
+        return None
+    try:
+        return int(read_checkpoint(path)["epoch"])
+    except CheckpointError:
+        return None  # being replaced right now: look again
+
+
+def last_checkpoint(root: Path) -> Path:
+    (path,) = root.glob("runs/**/checkpoints/last.ckpt")
+    return path
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    uninterrupted = start(tmp_path / "uninterrupted")
+    killed = start(tmp_path / "killed")
+
+    deadline = time.monotonic() + 120
+    seen = None
+    while (seen is None or seen < KILL_AFTER_EPOCH) and time.monotonic() < deadline:
+        assert killed.poll() is None, "finished before it could be killed: raise EPOCHS"
+        paths = list((tmp_path / "killed").glob("runs/**/checkpoints/last.ckpt"))
+        seen = saved_epoch(paths[0]) if paths else None
+        time.sleep(0.02)
+    assert seen is not None and seen >= KILL_AFTER_EPOCH, "no checkpoint within 2 minutes"
+    killed.send_signal(signal.SIGKILL)  # no handler, no cleanup: as a crash or an OOM kill
+    killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+
+    last = last_checkpoint(tmp_path / "killed")
+    saved = saved_epoch(last)
+    assert saved is not None and KILL_AFTER_EPOCH <= saved < EPOCHS - 1
+    assert saved >= seen, "no finished epoch is lost: last.ckpt is never older than seen"
+
+    _, stderr = finish(start(tmp_path / "killed", "--ckpt_path", "last"))
+    assert (
+        f"Restoring states from the checkpoint path at {last.relative_to(tmp_path / 'killed')}"
+        in (stderr)
+    )
+    assert "dirpath has changed" not in stderr
+    assert "exists and is not empty" not in stderr
+    finish(uninterrupted)
+
+    # The resumed run kept writing into the killed run's folder and finished all epochs.
+    assert last_checkpoint(tmp_path / "killed") == last
+    summary = json.loads((last.parent.parent / "summary.json").read_text())
+    assert summary["epochs"] == EPOCHS
+    resumed_state = read_checkpoint(last)["state_dict"]
+    reference_state = read_checkpoint(last_checkpoint(tmp_path / "uninterrupted"))["state_dict"]
+    assert resumed_state.keys() == reference_state.keys()
+    for key, value in reference_state.items():
+        assert torch.equal(resumed_state[key], value), key
+
+
+@pytest.mark.slow
+def test_resume_from_a_truncated_last_checkpoint_exits_2_with_the_fix(
+    tmp_path: Path, trained_run
+) -> None:
+    source = Path(trained_run.summary["paths"]["last_checkpoint"])
+    folder = tmp_path / "runs" / "csv" / "version_0" / "checkpoints"
+    folder.mkdir(parents=True)
+    # What a kill in the middle of a (non-atomic) copy would leave: the first half.
+    (folder / "last.ckpt").write_bytes(source.read_bytes()[: source.stat().st_size // 2])
+    result = run_until_exit(tmp_path, "--ckpt_path", "last")
+    assert result.code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "error: checkpoint runs/csv/version_0/checkpoints/last.ckpt is truncated"
+    )
+    assert "resume from an earlier checkpoint or afresh" in line
