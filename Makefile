@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(CURDIR)/$(VENV)/bin/python
 DEMO_DIR := build/demo
 
-.PHONY: venv test demo lint clean
+.PHONY: venv test demo lint bench clean
 
 venv: $(VENV)/.installed
 
@@ -26,6 +26,13 @@ demo: venv
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/cookiecutter . --no-input --output-dir $(DEMO_DIR)
 	cd $(DEMO_DIR)/digits-classifier && $(PY) -m pip install --quiet -e ".[dev]" && $(PY) train.py
+
+# Every benchmark at full size (~15 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
+bench: venv
+	mkdir -p build
+	for script in loop_overhead callback_overhead export_formats runs; do \
+		WANDB_MODE=offline $(PY) benchmarks/$$script.py || exit 1; \
+	done 2>build/benchmarks.log | tee build/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build .pytest_cache
