@@ -64,6 +64,13 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
     summaries = list(tmp_path.glob("runs/**/summary.json"))
     assert len(summaries) == 1
     assert result.stdout.count("summary: ") == 1
+    for written in (
+        "export/export_report.md",
+        "export/model.pt",
+        "curves.png",
+        "confusion_matrix.png",
+    ):
+        assert len(list(tmp_path.glob(f"runs/**/{written}"))) == 1, written
     summary = json.loads(summaries[0].read_text())
     assert summary["epochs"] == 2
     # Each optimizer step consumes one batch per process: half the single-process steps.
