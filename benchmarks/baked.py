@@ -6,6 +6,7 @@ import importlib
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -35,3 +36,22 @@ def machine() -> str:
         names = [line for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
         model = names[0].split(":", 1)[1].strip() if names else model
     return f"{model}, {cores} cores"
+
+
+def epoch_timer():
+    """A callback recording train + validation wall time per epoch, sanity check excluded
+    (built on call: lightning is imported only after the bake)."""
+    import lightning as L
+
+    class EpochTimer(L.Callback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            self._start = time.perf_counter()
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            if not trainer.sanity_checking:
+                self.times.append(time.perf_counter() - self._start)
+
+    return EpochTimer()

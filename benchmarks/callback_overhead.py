@@ -24,33 +24,14 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
-from baked import bake, import_modules
+from baked import bake, epoch_timer, import_modules
 
 
 def load_project(workdir: Path) -> dict:
     return import_modules(bake(workdir), "callbacks", "data", "module", "runtime")
-
-
-def make_timer():
-    """Epoch wall time, train + validation (built here: lightning imports after the bake)."""
-    import lightning as L
-
-    class Timer(L.Callback):
-        def __init__(self) -> None:
-            self.durations: list[float] = []
-
-        def on_train_epoch_start(self, trainer, pl_module) -> None:
-            self._start = time.perf_counter()
-
-        def on_validation_end(self, trainer, pl_module) -> None:
-            if not trainer.sanity_checking:
-                self.durations.append(time.perf_counter() - self._start)
-
-    return Timer()
 
 
 def guards(project: dict, names: tuple[str, ...]) -> list:
@@ -71,7 +52,7 @@ def epoch_times(
     from lightning.pytorch.loggers import CSVLogger
 
     L.seed_everything(42, workers=True, verbose=False)
-    timer = make_timer()
+    timer = epoch_timer()
     trainer = L.Trainer(
         max_epochs=epochs,
         accelerator="cpu",
@@ -91,7 +72,7 @@ def epoch_times(
         ],
     )
     trainer.fit(project["module"].LitClassifier(), datamodule=project["data"].DigitsDataModule())
-    return timer.durations[1:]  # the first epoch pays for warm-up
+    return timer.times[1:]  # the first epoch pays for warm-up
 
 
 GUARDS = ("RandomState", "GradientMonitor", "MemoryMonitor")

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
-from baked import bake, import_modules, machine
+from baked import bake, epoch_timer, import_modules, machine
 
 SIZES = {"default (64-256-256-10)": (256, 256), "compute-bound (64-2048x3-10)": (2048,) * 3}
 
@@ -84,24 +84,6 @@ def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[fl
         float(loss_sum), int(correct)  # read once per epoch, as a logger would
         times.append(time.perf_counter() - start)
     return times[1:]
-
-
-def epoch_timer():
-    """A callback timing train + validation per epoch (built here: lightning imports late)."""
-    import lightning as L
-
-    class EpochTimer(L.Callback):
-        def __init__(self) -> None:
-            self.times: list[float] = []
-
-        def on_train_epoch_start(self, trainer, pl_module) -> None:
-            self.start = time.perf_counter()
-
-        def on_validation_end(self, trainer, pl_module) -> None:
-            if not trainer.sanity_checking:
-                self.times.append(time.perf_counter() - self.start)
-
-    return EpochTimer()
 
 
 def bare_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:

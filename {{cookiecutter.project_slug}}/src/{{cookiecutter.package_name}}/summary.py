@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 PACKAGES = ("torch", "lightning", "torchmetrics", "scikit-learn", "numpy")
 
@@ -83,12 +84,11 @@ def how_to_view_logs(trainer: L.Trainer) -> list[str]:
     """For each logger, the command (or file) that shows this run's curves."""
     hints = []
     for logger in trainer.loggers:
-        kind = type(logger).__name__
-        if kind == "TensorBoardLogger":
+        if isinstance(logger, TensorBoardLogger):
             hints.append(f"tensorboard --logdir {Path(logger.root_dir).resolve()}")
-        elif kind == "CSVLogger":
+        elif isinstance(logger, CSVLogger):
             hints.append(f"metrics per epoch: {Path(logger.log_dir).resolve() / 'metrics.csv'}")
-        elif kind == "WandbLogger":
+        elif isinstance(logger, WandbLogger):
             run = logger.experiment
             hints.append(f"wandb sync {run.sync_dir}" if run.offline else f"wandb: {run.url}")
     return hints
@@ -130,5 +130,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     if exported:
         lines.append(f"exports ({', '.join(exported)}), verified: {paths['export_report']}")
         artifact = next(r["path"] for r in exported.values() if r["path"].endswith(".pt"))
-        lines.append(f"predict: python predict.py {artifact} inputs.npy")
+        lines.append(
+            f"predict: python predict.py {artifact} INPUTS  (.npy of raw 8x8 pixels, or images)"
+        )
     return "\n".join(lines)
