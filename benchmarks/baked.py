@@ -39,19 +39,26 @@ def machine() -> str:
 
 
 def epoch_timer():
-    """A callback recording train + validation wall time per epoch, sanity check excluded
-    (built on call: lightning is imported only after the bake)."""
+    """A callback recording each epoch's full wall time: training, validation, the epoch-end
+    callbacks and checkpoint saves (start to the next start; the sanity check excluded).
+    Built on call: lightning is imported only after the bake."""
     import lightning as L
 
     class EpochTimer(L.Callback):
         def __init__(self) -> None:
             self.times: list[float] = []
+            self._start: float | None = None
 
         def on_train_epoch_start(self, trainer, pl_module) -> None:
-            self._start = time.perf_counter()
+            self._lap()
 
-        def on_validation_end(self, trainer, pl_module) -> None:
-            if not trainer.sanity_checking:
-                self.times.append(time.perf_counter() - self._start)
+        def on_train_end(self, trainer, pl_module) -> None:
+            self._lap()  # runs after the last epoch's checkpoint saves
+
+        def _lap(self) -> None:
+            now = time.perf_counter()
+            if self._start is not None:
+                self.times.append(now - self._start)
+            self._start = now
 
     return EpochTimer()

@@ -17,6 +17,7 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.callbacks import (
     GradientMonitor,
+    LastCheckpoint,
     MemoryMonitor,
     NonFiniteError,
     RandomState,
@@ -132,9 +133,49 @@ def test_rng_states_round_trip_and_load_weights_only(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_seed_is_recorded_in_hyperparameters_and_checkpoints(trained_run: Run) -> None:
-    checkpoint = torch.load(trained_run.summary["paths"]["best_checkpoint"], weights_only=True)
-    assert checkpoint["hyper_parameters"]["seed"] == 42
-    assert {"python", "numpy", "torch"} <= checkpoint["rng_states"].keys()
+    # The best checkpoint holds weights and hyper-parameters; last.ckpt all a resume needs.
+    best = torch.load(trained_run.summary["paths"]["best_checkpoint"], weights_only=True)
+    assert best["hyper_parameters"]["seed"] == 42
+    last = torch.load(trained_run.summary["paths"]["last_checkpoint"], weights_only=True)
+    assert {"python", "numpy", "torch"} <= last["rng_states"].keys()
+
+
+# --- checkpoints ----------------------------------------------------------------------
+
+
+class LastEpochsSeen(L.Callback):
+    """The epochs found in last.ckpt after each epoch: one entry per write."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.epochs: list[int] = []
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._look()
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._look()  # after the final epoch's checkpoint callbacks
+
+    def _look(self) -> None:
+        if self.path.is_file():
+            epoch = torch.load(self.path, weights_only=True)["epoch"]
+            if not self.epochs or self.epochs[-1] != epoch:
+                self.epochs.append(epoch)
+
+
+@pytest.mark.parametrize(
+    ("min_interval_s", "stop_after", "written"),
+    [(0, None, [0, 1, 2]), (3600, None, [2]), (3600, 1, [1])],
+    ids=["every-epoch", "final-epoch-only", "early-stop-is-final"],
+)
+def test_last_checkpoint_waits_its_interval_but_always_saves_the_final_epoch(
+    tmp_path: Path, min_interval_s: float, stop_after: int | None, written: list[int]
+) -> None:
+    seen = LastEpochsSeen(tmp_path / "last" / "last.ckpt")
+    stop = (StopAfterEpoch(stop_after),) if stop_after is not None else ()
+    last = LastCheckpoint(min_interval_s=min_interval_s, dirpath=str(tmp_path / "last"))
+    fit(tmp_path, epochs=3, extra_callbacks=(last, seen, *stop))
+    assert seen.epochs == written
 
 
 # --- gradients ------------------------------------------------------------------------

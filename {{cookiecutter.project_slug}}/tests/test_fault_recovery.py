@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
@@ -19,15 +20,30 @@ from .subprocesses import preset, script_env, train_command
 
 EPOCHS = 10
 KILL_AFTER_EPOCH = 2  # 0-based: killed once last.ckpt holds at least 3 finished epochs
-# The reproducible preset, one thread per process (the two runs share the machine), and the
-# same arguments for all three runs, so only the kill differs.
-ARGS = ("--config", preset("reproducible"), "--trainer.max_epochs", str(EPOCHS))
+
+
+def every_epoch_config(folder: Path) -> Path:
+    """default.yaml's callbacks with last.ckpt written every epoch (it waits 30 s between
+    writes by default, longer than this whole run), so the kill lands between two writes."""
+    config = yaml.safe_load(Path(preset("default")).read_text())
+    callbacks = config["trainer"]["callbacks"]
+    (last,) = (c for c in callbacks if c["class_path"].endswith(".LastCheckpoint"))
+    last["init_args"]["min_interval_s"] = 0
+    path = folder / "every-epoch.yaml"
+    path.write_text(yaml.safe_dump({"trainer": {"callbacks": callbacks}}))
+    return path
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen:
+    """The reproducible preset, one thread per process (the runs share the machine), and the
+    same arguments for all three runs, so only the kill differs."""
     cwd.mkdir(parents=True, exist_ok=True)
+    every_epoch = every_epoch_config(cwd.parent)
     return subprocess.Popen(
-        train_command(*ARGS, *args),
+        train_command(
+            *("--config", preset("reproducible"), "--config", str(every_epoch)),
+            *("--trainer.max_epochs", str(EPOCHS), *args),
+        ),
         cwd=cwd,
         env=script_env(OMP_NUM_THREADS="1"),
         stdout=subprocess.PIPE,

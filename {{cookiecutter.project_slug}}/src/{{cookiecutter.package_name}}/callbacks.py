@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -40,8 +41,10 @@ class UnusedParameterError(RuntimeError):
 def collect_rng_states() -> dict[str, Any]:
     """Every global RNG state, as plain types and tensors (loadable with weights_only=True)."""
     kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
     states: dict[str, Any] = {
-        "python": random.getstate(),
+        # Tensors, not tuples of 625 ints: each pickled object costs time at every save.
+        "python": (version, torch.tensor(internal, dtype=torch.int64), gauss),
         "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached),
         "torch": torch.get_rng_state(),
     }
@@ -52,6 +55,7 @@ def collect_rng_states() -> dict[str, Any]:
 
 def restore_rng_states(states: dict[str, Any]) -> None:
     version, internal, gauss = states["python"]
+    internal = internal.tolist() if isinstance(internal, torch.Tensor) else internal
     random.setstate((version, tuple(internal), gauss))
     kind, keys, position, has_gauss, cached = states["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
@@ -110,6 +114,60 @@ class ResumableCheckpoint(ModelCheckpoint):
         if saved and self.dirpath and os.path.realpath(saved) == os.path.realpath(self.dirpath):
             state_dict = {**state_dict, "dirpath": self.dirpath}
         super().load_state_dict(state_dict)
+
+
+class LastCheckpoint(ResumableCheckpoint):
+    """``last.ckpt``, to resume from: written at the end of an epoch once ``min_interval_s``
+    have passed since the previous write, and always after the final epoch.
+
+    A crash then loses at most that much training plus the epoch in progress, and epochs
+    longer than the interval are each saved, as Lightning's every-epoch default does. On
+    short epochs that default is the expensive part of a run: a full checkpoint (weights,
+    optimizer, loops, RNG states) took ~5 ms against a 65 ms epoch on the default model.
+    Lightning's own ``train_time_interval`` saves mid-epoch instead, which does not resume
+    to the same weights as an uninterrupted run. Set ``min_interval_s: 0`` for every epoch.
+    """
+
+    def __init__(self, min_interval_s: float = 30.0, dirpath: str | None = None) -> None:
+        """
+        Args:
+            min_interval_s: seconds of training between two writes (0: every epoch).
+            dirpath: folder; None lets Lightning derive it from the logger.
+        """
+        super().__init__(
+            dirpath=dirpath,
+            filename="last",
+            enable_version_counter=False,
+            save_on_train_epoch_end=True,  # after validation too: the epoch is complete
+        )
+        self.min_interval_s = min_interval_s
+        self._written_at = time.monotonic()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._written_at = time.monotonic()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._due(trainer):
+            super().on_train_epoch_end(trainer, pl_module)
+            self._written_at = time.monotonic()
+
+    def _due(self, trainer: L.Trainer) -> bool:
+        due = (
+            time.monotonic() - self._written_at >= self.min_interval_s
+            or _training_ends_after_this_epoch(trainer)
+        )
+        # Every DDP process must make the same choice (saving includes a barrier).
+        return trainer.strategy.broadcast(due, src=0)
+
+
+def _training_ends_after_this_epoch(trainer: L.Trainer) -> bool:
+    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
+    return (
+        trainer.should_stop  # early stopping, max_time, or a stop request
+        or (max_epochs is not None and 0 <= max_epochs <= trainer.current_epoch + 1)
+        or 0 <= max_steps <= trainer.global_step
+    )
 
 
 # --- gradients ------------------------------------------------------------------------
@@ -278,8 +336,13 @@ class MemoryMonitor(L.Callback):
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         figures = self._measure(pl_module)
-        # Under DDP: the largest process's figure, which is the one that runs out of memory.
-        pl_module.log_dict(figures, on_step=False, on_epoch=True, sync_dist=True, reduce_fx="max")
+        if trainer.world_size > 1:
+            # Under DDP: the largest process's figure, which is the one that runs out of memory.
+            # One all-reduce for all figures (self.log_dict would cost ~0.5 ms per figure).
+            values = torch.tensor(list(figures.values()), device=pl_module.device)
+            values = trainer.strategy.reduce(values, reduce_op="max")
+            figures = dict(zip(figures, values.tolist(), strict=True))
+        _log_to_loggers(trainer, figures)
         current = figures.get("memory/cuda_allocated_mib", figures["memory/rss_mib"])
         if self._previous is not None and current - self._previous >= self.min_growth_mib:
             self._growing += 1

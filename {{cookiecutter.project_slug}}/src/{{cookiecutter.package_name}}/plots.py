@@ -33,10 +33,18 @@ class MetricHistory(L.Callback):
         self.history.append(row)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": self.history}
+        # One table tensor (NaN where a metric is missing), not a dict per epoch: every
+        # checkpoint carries the history, and each pickled float costs time at every save.
+        columns = sorted({name for row in self.history for name in row})
+        values = [[row.get(name, math.nan) for name in columns] for row in self.history]
+        return {"columns": columns, "values": torch.tensor(values, dtype=torch.float64)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.history = list(state_dict["history"])
+        columns, values = state_dict["columns"], state_dict["values"].tolist()
+        self.history = [
+            {name: value for name, value in zip(columns, row, strict=True) if not math.isnan(value)}
+            for row in values
+        ]
 
 
 def write_plots(trainer: L.Trainer, confusion: torch.Tensor | None) -> dict[str, str]:
