@@ -31,7 +31,7 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
 from baked import bake, epoch_timer, import_modules, machine
 
-SIZES = {"default (64-256-256-10)": (256, 256), "compute-bound (64-2048x3-10)": (2048,) * 3}
+SIZES = {"default": (256, 256), "compute-bound": (2048,) * 3}  # hidden widths, 64 in, 10 out
 
 
 def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:
@@ -133,10 +133,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads, every variant")
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--smoke", action="store_true", help="default model, 1 repeat of 3 epochs")
     args = parser.parse_args()
     repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)
-    sizes = dict(list(SIZES.items())[:1]) if args.smoke else SIZES
+    sizes = {name: SIZES[name] for name in (args.sizes[:1] if args.smoke else args.sizes)}
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))

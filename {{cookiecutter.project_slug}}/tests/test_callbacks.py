@@ -248,6 +248,37 @@ def test_nan_loss_stops_the_run_naming_the_step_before_weights_change(tmp_path: 
     assert all(torch.isfinite(p).all() for p in module.parameters()), "the NaN step was not applied"
 
 
+class InfGradientAtStep(LitClassifier):
+    """A finite loss whose gradients overflow at one step, as exploding gradients do."""
+
+    def __init__(self, bad_step: int) -> None:
+        super().__init__(hidden_sizes=(32,))
+        self.bad_step = bad_step
+
+    def on_after_backward(self) -> None:
+        if self.global_step == self.bad_step:
+            next(self.parameters()).grad.fill_(float("inf"))
+
+
+def test_inf_gradients_stop_the_run_at_the_step_when_checked_every_step(tmp_path: Path) -> None:
+    module = InfGradientAtStep(bad_step=3)
+    with pytest.raises(NonFiniteError, match=r"gradient norm is inf at global step 3 \(epoch 0\)"):
+        fit(
+            tmp_path,
+            epochs=1,
+            module=module,
+            limit_val_batches=0,
+            guards=(GradientMonitor(log_every_n_steps=1),),
+        )
+    assert all(torch.isfinite(p).all() for p in module.parameters()), "the inf step was not applied"
+
+
+def test_inf_gradients_between_checks_are_named_at_the_next_step(tmp_path: Path) -> None:
+    # Default: gradients checked every 50 steps, the loss every step.
+    with pytest.raises(NonFiniteError, match="global step 4 .* weights are already NaN/inf"):
+        fit(tmp_path, epochs=1, module=InfGradientAtStep(bad_step=3), limit_val_batches=0)
+
+
 # --- memory ---------------------------------------------------------------------------
 
 

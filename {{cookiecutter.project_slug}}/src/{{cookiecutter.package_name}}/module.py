@@ -56,7 +56,11 @@ class LitClassifier(L.LightningModule):
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
         # Sample-weighted mean loss per epoch, synced across DDP processes by torchmetrics.
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        # A NaN loss stays NaN in the mean (torchmetrics' default drops it and warns); in
+        # training, GradientMonitor stops the run at that step.
+        self.train_loss, self.val_loss, self.test_loss = (
+            MeanMetric(nan_strategy="disable") for _ in range(3)
+        )
         # Read after trainer.test for confusion_matrix.png (compute() syncs across DDP ranks).
         self.test_confusion = MulticlassConfusionMatrix(num_classes)
 
