@@ -275,7 +275,7 @@ def test_inf_gradients_stop_the_run_at_the_step_when_checked_every_step(tmp_path
 
 def test_inf_gradients_between_checks_are_named_at_the_next_step(tmp_path: Path) -> None:
     # Default: gradients checked every 50 steps, the loss every step.
-    with pytest.raises(NonFiniteError, match="global step 4 .* weights are already NaN/inf"):
+    with pytest.raises(NonFiniteError, match=r"global step 4 .* weights are already NaN/inf"):
         fit(tmp_path, epochs=1, module=InfGradientAtStep(bad_step=3), limit_val_batches=0)
 
 

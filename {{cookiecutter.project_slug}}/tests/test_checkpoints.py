@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.checkpoints import (
+    AtomicCheckpointIO,
     CheckpointError,
     find_last_checkpoint,
     load_weights,
@@ -39,6 +40,19 @@ def test_truncated_checkpoint_fails_with_a_clear_message(trained_run: Run, tmp_p
     broken.write_bytes(source.read_bytes()[: source.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="truncated or corrupt"):
         read_checkpoint(broken)
+
+
+def test_atomic_writer_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    writer = AtomicCheckpointIO()
+    writer.save_checkpoint({"state_dict": {"w": torch.ones(3)}}, path)
+    writer.save_checkpoint({"state_dict": {"w": torch.zeros(3)}}, path)
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.zeros(3))
+    # A write that fails half-way (here: an unpicklable object) keeps the previous file.
+    with pytest.raises(Exception):  # noqa: B017 - whatever pickle raises
+        writer.save_checkpoint({"state_dict": {}, "bad": lambda: None}, path)
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.zeros(3))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]
 
 
 def test_missing_checkpoint_and_missing_last_name_the_problem(tmp_path: Path) -> None:

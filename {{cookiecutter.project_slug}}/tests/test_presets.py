@@ -13,6 +13,7 @@ from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
+from {{ cookiecutter.package_name }}.checkpoints import AtomicCheckpointIO
 from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
 
 from .conftest import CONFIGS, build, run_until_exit
@@ -92,6 +93,7 @@ def test_preset_builds_its_trainer_and_keeps_the_defaults(
     assert (trainer.num_devices, trainer.num_nodes) == (devices, nodes)
     # A preset adds to default.yaml; it never replaces its callbacks or logger.
     assert ([type(c) for c in trainer.callbacks], type(trainer.logger)) == default_types
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
     assert trainer.max_epochs == (40 if name == "debug" else 60)
     if name.startswith("ddp") or name == "multi-node":
         assert cli.config.trainer.use_distributed_sampler
