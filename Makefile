@@ -27,10 +27,10 @@ demo: venv
 	$(VENV)/bin/cookiecutter . --no-input --output-dir $(DEMO_DIR)
 	cd $(DEMO_DIR)/digits-classifier && $(PY) -m pip install --quiet -e ".[dev]" && $(PY) train.py
 
-# Every benchmark at full size (~15 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
+# Every benchmark at full size (~25 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
 bench: venv
 	mkdir -p build
-	for script in loop_overhead callback_overhead export_formats runs; do \
+	for script in loop_overhead callback_overhead export_formats runs ddp_plain; do \
 		WANDB_MODE=offline $(PY) benchmarks/$$script.py || exit 1; \
 	done 2>build/benchmarks.log | tee build/benchmarks.md
 

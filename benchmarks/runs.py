@@ -3,13 +3,15 @@
 - start-up: `python train.py --help` against `python -c "import lightning"` (the floor);
 - end to end: the default `python train.py` (60 epochs, test, export, plots), wall time and
   peak memory (max RSS of the process tree);
-- DDP on CPU: 2 processes (gloo) against 1, samples per second of training. Throughput is
+- DDP on CPU: the ddp-cpu preset (2 processes, gloo) against 1 process, samples per second
+  of training, at the default batch (64 per process) and at 256. Throughput is
   taken between a short and a long run ((T_long - T_short) / extra samples), so start-up,
-  test and export cancel out.
+  test and export cancel out. benchmarks/ddp_plain.py measures what hand-written
+  DistributedDataParallel gains on the same cores, for comparison.
 Runs are interleaved and repeated; medians are quoted.
 
 To run:
-    .venv/bin/python benchmarks/runs.py            # ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/runs.py            # ~10 minutes on 2 cores
     .venv/bin/python benchmarks/runs.py --smoke    # one repeat of short runs
 """
 
@@ -74,30 +76,36 @@ def end_to_end(project: Path, repeats: int, epochs: int) -> tuple[float, float, 
     return statistics.median(walls), peak, statistics.median(own)
 
 
-def ddp_throughput(project: Path, repeats: int, short: int, long: int) -> dict[str, float]:
-    """Training samples per second, 1 process vs 2 (gloo), from the long-minus-short wall."""
+def ddp_throughput(
+    project: Path, repeats: int, short: int, long: int, batch_sizes: tuple[int, ...]
+) -> dict[tuple[int, str], float]:
+    """Training samples per second, 1 process vs the ddp-cpu preset (2 processes, gloo),
+    from the long-minus-short wall, per batch size (per process)."""
     variants = {
-        "1 process": ["--trainer.devices=1"],
-        "2 processes (ddp, gloo)": ["--trainer.devices=2", "--trainer.strategy=ddp"],
+        "1 process": [],
+        "2 processes (configs/ddp-cpu.yaml)": ["--config", "configs/ddp-cpu.yaml"],
     }
     train_samples = 1257  # 70 % of the 1,797 digits
-    walls: dict[str, dict[int, list[float]]] = {name: {short: [], long: []} for name in variants}
+    walls: dict[tuple[int, str], dict[int, list[float]]] = {
+        (batch, name): {short: [], long: []} for batch in batch_sizes for name in variants
+    }
     for _ in range(repeats):
-        for name, flags in variants.items():
+        for (batch, name), by_epochs in walls.items():
             for epochs in (short, long):
                 command = [
                     sys.executable,
                     "train.py",
+                    *variants[name],
                     f"--trainer.max_epochs={epochs}",
+                    f"--data.batch_size={batch}",
                     "--export.formats=[]",
-                    *flags,
                     *QUIET,
                 ]
-                walls[name][epochs].append(timed(command, project)[0])
+                by_epochs[epochs].append(timed(command, project)[0])
     rates = {}
-    for name, by_epochs in walls.items():
+    for key, by_epochs in walls.items():
         extra = statistics.median(by_epochs[long]) - statistics.median(by_epochs[short])
-        rates[name] = (long - short) * train_samples / max(extra, 1e-9)
+        rates[key] = (long - short) * train_samples / max(extra, 1e-9)
     return rates
 
 
@@ -124,11 +132,12 @@ def main() -> None:
         print(f"| wall time, as summary.json reports it (s) | {own:.1f} |")
         print(f"| peak memory, max RSS (MiB) | {peak:.0f} |")
 
-        rates = ddp_throughput(project, repeats, short, long)
-        single = rates["1 process"]
-        print("\n| DDP on CPU | training samples/s | vs 1 process |\n|---|---:|---:|")
-        for name, rate in rates.items():
-            print(f"| {name} | {rate:.0f} | {rate / single:.2f}x |")
+        batch_sizes = (64,) if args.smoke else (64, 256)
+        rates = ddp_throughput(project, repeats, short, long, batch_sizes)
+        print("\n| DDP on CPU | batch per process | training samples/s | vs 1 process |")
+        print("|---|---:|---:|---:|")
+        for (batch, name), rate in rates.items():
+            print(f"| {name} | {batch} | {rate:.0f} | {rate / rates[(batch, '1 process')]:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -95,8 +95,9 @@ def test_export_benchmark_still_runs() -> None:
 
 def test_loop_and_run_benchmarks_still_run() -> None:
     for script, expected in (
-        ("benchmarks/loop_overhead.py", r"\| default \(64-256-256-10\) \| project \| [\d.]+ \|"),
-        ("benchmarks/runs.py", r"\| 2 processes \(ddp, gloo\) \| \d+ \|"),
+        ("benchmarks/loop_overhead.py", r"\| default \| project \| [\d.]+ \|"),
+        ("benchmarks/runs.py", r"\| 2 processes \(configs/ddp-cpu.yaml\) \| 64 \| \d+ \|"),
+        ("benchmarks/ddp_plain.py", r"\| 64 \| 2 processes \(gloo\), DDP defaults \| \d+ \|"),
     ):
         result = run([PYTHON, script, "--smoke"], cwd=TEMPLATE_DIR)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
