@@ -16,7 +16,8 @@ import torch
 
 class RankProbe(L.Callback):
     """Each rank writes ``rank-<N>.json``: its place in the world, CPU threads, distributed
-    backend, and the dataset indices its training sampler yields in every epoch."""
+    backend, the dataset indices its training sampler yields in every epoch, the epoch
+    metrics it logged, and the test samples its (synced) confusion matrix counts."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = Path(out_dir)
@@ -41,6 +42,18 @@ class RankProbe(L.Callback):
         self.facts["indices"][trainer.current_epoch] = [int(i) for i in sampler]
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        metrics = trainer.callback_metrics
+        self.facts["metrics"] = {k: float(v) for k, v in metrics.items() if "/" in k}
+        self._write(trainer)
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        confusion = getattr(pl_module, "test_confusion", None)
+        if confusion is not None:  # compute() is collective: every rank calls it
+            self.facts["test_confusion_total"] = int(confusion.compute().sum())
+            self.facts["test_size"] = len(trainer.datamodule.test_set)
+        self._write(trainer)
+
+    def _write(self, trainer: L.Trainer) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"rank-{trainer.global_rank}.json"
         path.write_text(json.dumps(self.facts))

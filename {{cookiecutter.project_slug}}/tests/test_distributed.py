@@ -58,6 +58,12 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
         assert len(set(shards[0]) & set(shards[1])) == 2 * per_rank - size
         assert set(shards[0]) | set(shards[1]) == set(range(size))
     assert ranks[0]["indices"]["0"] != ranks[0]["indices"]["1"], "reshuffled every epoch"
+    # Epoch metrics are synced across processes: every rank logged the same values, and the
+    # test confusion matrix counts both shards (the test set padded to a multiple of 2).
+    assert {"train/loss", "train/acc", "val/loss", "val/acc"} <= ranks[0]["metrics"].keys()
+    assert ranks[0]["metrics"] == ranks[1]["metrics"]
+    padded_test_size = 2 * math.ceil(ranks[0]["test_size"] / 2)
+    assert [r["test_confusion_total"] for r in ranks] == [padded_test_size] * 2
 
     # Rank zero alone writes: one run folder, one summary, one "summary:" line.
     assert len(list(tmp_path.glob("runs/**/checkpoints"))) == 1

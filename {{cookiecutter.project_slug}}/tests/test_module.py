@@ -3,8 +3,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_sum
 
-from {{ cookiecutter.package_name }}.module import LitClassifier, check_batch
+from {{ cookiecutter.package_name }}.module import LitClassifier, all_reduce_sum, check_batch
 
 
 def test_hyperparameters_are_plain_values() -> None:
@@ -57,3 +59,13 @@ def test_bad_label_batches_fail_with_the_fix(
 def test_integer_inputs_fail_with_the_fix() -> None:
     with pytest.raises(TypeError, match="float"):
         check_batch(torch.zeros(4, 64, dtype=torch.long), torch.zeros(4, dtype=torch.long))
+
+
+def test_metrics_synced_by_one_all_reduce_hold_only_sums() -> None:
+    """all_reduce_sum is right for summed states only: a metric added with another reduction
+    (a list of predictions, a max) must keep torchmetrics' own gather."""
+    metrics = [m for m in LitClassifier().modules() if isinstance(m, Metric)]
+    assert len(metrics) == 7
+    for metric in metrics:
+        assert metric.dist_sync_fn is all_reduce_sum
+        assert set(metric._reductions.values()) == {dim_zero_sum}, type(metric).__name__
