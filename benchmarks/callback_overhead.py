@@ -1,107 +1,100 @@
-"""What the generated project's guard callbacks cost, as a share of epoch time.
+"""What each callback of the generated project costs, as a share of epoch time.
 
-Bakes the template with its defaults into a temporary folder and trains the default model
-and data with the default config's other callbacks (checkpointing, LR monitor, CSV logs)
-plus RandomState, GradientMonitor and MemoryMonitor at their configs/default.yaml settings.
+Bakes the template with its defaults and trains exactly as `python train.py` builds it from
+configs/default.yaml (logger, checkpoints, LR monitor, metric history and the three guards),
+default model and data, one torch thread.
 
 Two figures:
-- the time spent inside the guards' own hooks (Lightning's SimpleProfiler) as a share of
-  the training-epoch time: robust to machine noise, the headline figure;
-- end to end, median epoch time with none / each / all guards, variants interleaved and
-  repeated (first epoch skipped as warm-up): the honest cross-check, but on a shared
-  machine its noise (several %) is as large as what it measures.
+- the time spent inside each callback's own hooks (Lightning's SimpleProfiler, net of an
+  empty callback's: Lightning calls every hook of every callback) as a share of the epoch
+  time (training, validation and the epoch-end work, checkpoint writes included): robust
+  to machine noise, the headline figure;
+- end to end, median epoch time with all callbacks, with each one removed, and with none,
+  variants interleaved and repeated (first epoch skipped as warm-up): the honest
+  cross-check, but on a shared machine its noise (several %) is as large as what it
+  measures.
 
 To run:
-    .venv/bin/python benchmarks/callback_overhead.py               # ~2 minutes on 2 cores
+    .venv/bin/python benchmarks/callback_overhead.py               # ~3 minutes on 2 cores
     .venv/bin/python benchmarks/callback_overhead.py --smoke       # seconds: does it still run?
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import platform
 import statistics
+import sys
 import tempfile
-import warnings
 from pathlib import Path
 
-from baked import bake, epoch_timer, import_modules
+import torch
+
+from baked import bake, epoch_timer, import_modules, machine
+
+QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
 
-def load_project(workdir: Path) -> dict:
-    return import_modules(bake(workdir), "callbacks", "data", "module", "runtime")
-
-
-def guards(project: dict, names: tuple[str, ...]) -> list:
-    callbacks = project["callbacks"]
-    settings = {
-        "RandomState": {},
-        "GradientMonitor": {"log_every_n_steps": 50, "per_layer": True, "check_finite": True},
-        "MemoryMonitor": {"every_n_steps": 0, "growth_epochs": 4, "min_growth_mib": 1.0},
-    }
-    return [getattr(callbacks, name)(**settings[name]) for name in names]
-
-
-def epoch_times(
-    project: dict, names: tuple[str, ...], epochs: int, root: Path, profiler=None, extra=()
-) -> list[float]:
-    import lightning as L
-    from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger
-
-    L.seed_everything(42, workers=True, verbose=False)
+def train(modules: dict, project: Path, epochs: int, root: Path, drop=(), extra=(), profile=False):
+    """Fit as train.py does; ``drop``: callback class names removed. Returns the trainer
+    and its per-epoch wall times (first epoch skipped)."""
+    arguments = [
+        f"--trainer.max_epochs={epochs}",
+        f"--trainer.default_root_dir={root}",
+        f"--trainer.logger.init_args.save_dir={root}",
+        *QUIET,
+    ]
+    if profile:  # Lightning's SimpleProfiler, its report to a file rather than the console
+        arguments += [
+            "--trainer.profiler=SimpleProfiler",
+            f"--trainer.profiler.dirpath={root}",
+            "--trainer.profiler.filename=profile",
+        ]
+    cli = modules["cli"].build_cli(arguments, project / "configs" / "default.yaml")
+    trainer = cli.trainer
+    trainer.callbacks[:] = [c for c in trainer.callbacks if type(c).__name__ not in drop]
     timer = epoch_timer()
-    trainer = L.Trainer(
-        max_epochs=epochs,
-        accelerator="cpu",
-        devices=1,
-        logger=CSVLogger(root, name="csv"),
-        log_every_n_steps=10,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        profiler=profiler,
-        callbacks=[
-            ModelCheckpoint(monitor="val/loss", mode="min", filename="best"),
-            ModelCheckpoint(filename="last", enable_version_counter=False),
-            LearningRateMonitor(logging_interval="epoch"),
-            *guards(project, names),
-            *extra,
-            timer,
+    trainer.callbacks += [*extra, timer]
+    trainer.fit(cli.model, datamodule=cli.datamodule)
+    return trainer, timer.times[1:]
+
+
+def configured_callbacks(modules: dict, project: Path, root: Path) -> list[str]:
+    """The callback classes of configs/default.yaml (LightningCLI's config saver excluded)."""
+    cli = modules["cli"].build_cli(
+        [
+            f"--trainer.default_root_dir={root}",
+            f"--trainer.logger.init_args.save_dir={root}",
+            *QUIET,
         ],
+        project / "configs" / "default.yaml",
     )
-    trainer.fit(project["module"].LitClassifier(), datamodule=project["data"].DigitsDataModule())
-    return timer.times[1:]  # the first epoch pays for warm-up
+    names = [type(c).__name__ for c in cli.trainer.callbacks]
+    return [name for name in names if name != "SaveConfigCallback"]
 
 
-GUARDS = ("RandomState", "GradientMonitor", "MemoryMonitor")
+def hook_shares(
+    modules: dict, project: Path, names: list[str], epochs: int, root: Path
+) -> dict[str, float]:
+    """Each callback's seconds inside its hooks over the epoch seconds, from one run."""
+    import lightning as L
 
-
-def hook_shares(project: dict, epochs: int, root: Path) -> tuple[dict[str, float], float]:
-    """Seconds inside each guard's hooks, and seconds of training epochs, from one run."""
-    from lightning.pytorch.profilers import SimpleProfiler
-
-    profiler = SimpleProfiler()
-    epoch_times(project, GUARDS, epochs, root, profiler=profiler, extra=(empty_callback(),))
-    durations = profiler.recorded_durations
+    empty = type("EmptyCallback", (L.Callback,), {})()
+    trainer, epoch_seconds = train(modules, project, epochs, root, extra=(empty,), profile=True)
+    durations = trainer.profiler.recorded_durations
 
     def seconds(name: str) -> float:
-        prefix = f"[Callback]{name}."
-        return sum(sum(d) for action, d in durations.items() if action.startswith(prefix))
+        """Per-epoch hooks only: set-up hooks run once, and each hook's first call warms up."""
+        once = (".setup", ".on_fit_start", ".on_train_start", ".on_sanity_check")
+        return sum(
+            sum(values[1:])
+            for action, values in durations.items()
+            if action.startswith(f"[Callback]{name}")  # ModelCheckpoints add {settings}
+            and not any(hook in action for hook in once)
+        )
 
-    # Lightning calls (and the profiler times) every hook of every callback, overridden or
-    # not: an empty callback measures that per-callback floor, which is not the guards' cost.
-    floor = seconds("EmptyCallback")
-    inside = {name: max(0.0, seconds(name) - floor) for name in GUARDS}
-    return inside, sum(durations["run_training_epoch"])
-
-
-def empty_callback():
-    """A callback that overrides nothing (built here: lightning imports after the bake)."""
-    import lightning as L
-
-    return type("EmptyCallback", (L.Callback,), {})()
+    floor = seconds("EmptyCallback")  # what Lightning's call of every hook costs anyway
+    total = sum(epoch_seconds)
+    return {name: max(0.0, seconds(name) - floor) / total for name in names}
 
 
 def main() -> None:
@@ -113,39 +106,35 @@ def main() -> None:
     repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)
 
     with tempfile.TemporaryDirectory() as workdir:
-        project = load_project(Path(workdir))
-        project["runtime"].quiet_known_noise()
-        warnings.filterwarnings("ignore", message=".*smaller than the logging interval")
-        threads = project["runtime"].configure_threads()
-        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+        project = bake(Path(workdir))
+        modules = import_modules(project, "cli", "runtime")
+        modules["runtime"].quiet_known_noise()
+        torch.set_num_threads(1)  # the least noisy on a shared machine
+        sys.argv = ["train.py"]  # LightningCLI reads it
+        names = configured_callbacks(modules, project, Path(workdir) / "config")
+        shares = hook_shares(modules, project, names, epochs, Path(workdir) / "profiled")
 
-        inside, epoch_total = hook_shares(project, epochs, Path(workdir) / "profiled")
-        variants = {"none": (), **{name: (name,) for name in GUARDS}, "all three": GUARDS}
+        variants = {"all": (), **{f"without {name}": (name,) for name in names}}
+        variants["none"] = tuple(names)
         times: dict[str, list[float]] = {name: [] for name in variants}
         for repeat in range(repeats):
-            for name, names in variants.items():  # interleaved: drift hits every variant alike
-                times[name] += epoch_times(
-                    project, names, epochs, Path(workdir) / f"{name}{repeat}"
-                )
+            for name, drop in variants.items():  # interleaved: drift hits every variant alike
+                root = Path(workdir) / f"{name.replace(' ', '-')}{repeat}"
+                times[name] += train(modules, project, epochs, root, drop=drop)[1]
 
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {threads}; "
-        f"default model and data, {epochs} epochs"
-    )
-    print(
-        "\ntime inside the guards' hooks (SimpleProfiler, net of an empty callback's),"
-        " share of training-epoch time:"
-    )
-    for name, seconds in inside.items():
-        print(f"  {name:<16} {100 * seconds / epoch_total:6.2f}%")
-    share = 100 * sum(inside.values()) / epoch_total
-    print(f"  {'all three':<16} {share:6.2f}%   (target <= 5%)")
+    print(f"machine: {machine()}; torch threads 1; default model and data, {epochs} epochs")
+    print("\n| callback (configs/default.yaml) | time in its hooks, share of epoch time |")
+    print("|---|---:|")
+    for name in names:
+        print(f"| {name} | {100 * shares[name]:.2f}% |")
+    print(f"| all together | {100 * sum(shares.values()):.2f}% (target <= 5%) |")
 
-    base = statistics.median(times["none"])
+    base = statistics.median(times["all"])
     print(f"\nend to end, median epoch over {repeats} interleaved repeats (noisy):")
+    print("\n| variant | median epoch (ms) | vs all |\n|---|---:|---:|")
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"  {name:<16} {median * 1000:8.1f} ms {100 * (median - base) / base:+7.1f}%")
+        print(f"| {name} | {median * 1000:.1f} | {100 * (median - base) / base:+.1f}% |")
 
 
 if __name__ == "__main__":

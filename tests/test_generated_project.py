@@ -84,7 +84,8 @@ def test_callback_benchmark_still_runs() -> None:
     """A smoke of the benchmark (never a timed assertion): it bakes, trains and reports."""
     result = run([PYTHON, "benchmarks/callback_overhead.py", "--smoke"], cwd=TEMPLATE_DIR)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"all three\s+\d+\.\d+%\s+\(target", result.stdout), result.stdout
+    assert re.search(r"\| all together \| \d+\.\d+% \(target", result.stdout), result.stdout
+    assert "| without LastCheckpoint |" in result.stdout, result.stdout
 
 
 def test_export_benchmark_still_runs() -> None:
