@@ -15,7 +15,7 @@ Two figures:
   measures.
 
 To run:
-    .venv/bin/python benchmarks/callback_overhead.py               # ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/callback_overhead.py               # ~8 minutes on 2 cores
     .venv/bin/python benchmarks/callback_overhead.py --smoke       # seconds: does it still run?
 """
 
@@ -100,7 +100,7 @@ def hook_shares(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=60, help="the default run's 60")
     parser.add_argument("--smoke", action="store_true", help="1 repeat of 3 epochs")
     args = parser.parse_args()
     repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)

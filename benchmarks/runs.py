@@ -4,9 +4,9 @@
 - end to end: the default `python train.py` (60 epochs, test, export, plots), wall time and
   peak memory (max RSS of the process tree);
 - DDP on CPU: the ddp-cpu preset (2 processes, gloo) against 1 process, samples per second
-  of training, at the default batch (64 per process) and at 256. Throughput is
-  taken between a short and a long run ((T_long - T_short) / extra samples), so start-up,
-  test and export cancel out. benchmarks/ddp_plain.py measures what hand-written
+  of training, at the default batch (64 per process) and at 256: one epoch's samples over
+  the median epoch time, timed inside each run (epoch_clock.py), so start-up, test and
+  export stay out. benchmarks/ddp_plain.py measures what hand-written
   DistributedDataParallel gains on the same cores, for comparison.
 Runs are interleaved and repeated; medians are quoted.
 
@@ -35,7 +35,8 @@ QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=
 
 def timed(command: list[str], cwd: Path) -> tuple[float, float, str]:
     """Wall seconds, peak RSS in MiB of the child processes so far, and stdout."""
-    env = {**os.environ, "PYTHONPATH": str(cwd / "src"), "WANDB_MODE": "offline"}
+    path = os.pathsep.join([str(cwd / "src"), str(Path(__file__).parent)])  # + epoch_clock
+    env = {**os.environ, "PYTHONPATH": path, "WANDB_MODE": "offline"}
     start = time.perf_counter()
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -77,36 +78,36 @@ def end_to_end(project: Path, repeats: int, epochs: int) -> tuple[float, float, 
 
 
 def ddp_throughput(
-    project: Path, repeats: int, short: int, long: int, batch_sizes: tuple[int, ...]
+    project: Path, repeats: int, epochs: int, batch_sizes: tuple[int, ...]
 ) -> dict[tuple[int, str], float]:
-    """Training samples per second, 1 process vs the ddp-cpu preset (2 processes, gloo),
-    from the long-minus-short wall, per batch size (per process)."""
+    """Training samples per second, 1 process vs the ddp-cpu preset (2 processes, gloo), per
+    batch size (per process): one epoch's samples over the median epoch time (first skipped),
+    timed inside the run by epoch_clock.EpochClock."""
     variants = {
         "1 process": [],
         "2 processes (configs/ddp-cpu.yaml)": ["--config", "configs/ddp-cpu.yaml"],
     }
     train_samples = 1257  # 70 % of the 1,797 digits
-    walls: dict[tuple[int, str], dict[int, list[float]]] = {
-        (batch, name): {short: [], long: []} for batch in batch_sizes for name in variants
+    epoch_times: dict[tuple[int, str], list[float]] = {
+        (batch, name): [] for batch in batch_sizes for name in variants
     }
+    clock = project / "epochs.json"
     for _ in range(repeats):
-        for (batch, name), by_epochs in walls.items():
-            for epochs in (short, long):
-                command = [
-                    sys.executable,
-                    "train.py",
-                    *variants[name],
-                    f"--trainer.max_epochs={epochs}",
-                    f"--data.batch_size={batch}",
-                    "--export.formats=[]",
-                    *QUIET,
-                ]
-                by_epochs[epochs].append(timed(command, project)[0])
-    rates = {}
-    for key, by_epochs in walls.items():
-        extra = statistics.median(by_epochs[long]) - statistics.median(by_epochs[short])
-        rates[key] = (long - short) * train_samples / max(extra, 1e-9)
-    return rates
+        for (batch, name), times in epoch_times.items():
+            command = [
+                sys.executable,
+                "train.py",
+                *variants[name],
+                f"--trainer.max_epochs={epochs}",
+                f"--data.batch_size={batch}",
+                "--export.formats=[]",
+                "--trainer.callbacks+=epoch_clock.EpochClock",
+                f"--trainer.callbacks.out={clock}",
+                *QUIET,
+            ]
+            timed(command, project)
+            times += json.loads(clock.read_text())[1:]
+    return {key: train_samples / statistics.median(times) for key, times in epoch_times.items()}
 
 
 def main() -> None:
@@ -115,7 +116,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="1 repeat, short runs")
     args = parser.parse_args()
     repeats = 1 if args.smoke else args.repeats
-    e2e_epochs, (short, long) = (3, (2, 4)) if args.smoke else (60, (5, 25))
+    e2e_epochs, ddp_epochs = (3, 3) if args.smoke else (60, 20)
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))
@@ -133,7 +134,7 @@ def main() -> None:
         print(f"| peak memory, max RSS (MiB) | {peak:.0f} |")
 
         batch_sizes = (64,) if args.smoke else (64, 256)
-        rates = ddp_throughput(project, repeats, short, long, batch_sizes)
+        rates = ddp_throughput(project, repeats, ddp_epochs, batch_sizes)
         print("\n| DDP on CPU | batch per process | training samples/s | vs 1 process |")
         print("|---|---:|---:|---:|")
         for (batch, name), rate in rates.items():
