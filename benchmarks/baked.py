@@ -6,7 +6,6 @@ import importlib
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -39,26 +38,8 @@ def machine() -> str:
 
 
 def epoch_timer():
-    """A callback recording each epoch's full wall time: training, validation, the epoch-end
-    callbacks and checkpoint saves (start to the next start; the sanity check excluded).
-    Built on call: lightning is imported only after the bake."""
-    import lightning as L
+    """An epoch_clock.EpochClock: each epoch's full wall time in ``.times`` (imported on
+    call: lightning is imported only after the bake)."""
+    from epoch_clock import EpochClock
 
-    class EpochTimer(L.Callback):
-        def __init__(self) -> None:
-            self.times: list[float] = []
-            self._start: float | None = None
-
-        def on_train_epoch_start(self, trainer, pl_module) -> None:
-            self._lap()
-
-        def on_train_end(self, trainer, pl_module) -> None:
-            self._lap()  # runs after the last epoch's checkpoint saves
-
-        def _lap(self) -> None:
-            now = time.perf_counter()
-            if self._start is not None:
-                self.times.append(now - self._start)
-            self._start = now
-
-    return EpochTimer()
+    return EpochClock()

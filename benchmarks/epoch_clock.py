@@ -1,11 +1,14 @@
-"""A callback that benchmarks add to real `python train.py` runs from the command line:
+"""Each epoch's full wall time: training, validation, the epoch-end callbacks and checkpoint
+writes (from an epoch's start to the next one's; the sanity check is not an epoch).
+
+Benchmarks add it to a Trainer they build (``baked.epoch_timer()``), or to a real
+`python train.py` run from the command line, where rank zero writes the times to ``out``:
 
     PYTHONPATH=<project>/src:benchmarks python train.py \
         --trainer.callbacks+=epoch_clock.EpochClock --trainer.callbacks.out=epochs.json
 
-Rank zero writes each epoch's wall time (start to the next start: training, validation,
-epoch-end callbacks and checkpoint writes) to ``out``. Timing inside the process keeps
-start-up, test and export out of throughput figures without subtracting two noisy runs.
+Timing inside the process keeps start-up, test and export out of throughput figures without
+subtracting two noisy runs.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import lightning as L
 
 
 class EpochClock(L.Callback):
-    def __init__(self, out: str) -> None:
-        self.out = Path(out)
+    def __init__(self, out: str | None = None) -> None:
+        self.out = Path(out) if out else None
         self.times: list[float] = []
         self._start: float | None = None
 
@@ -28,7 +31,7 @@ class EpochClock(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._lap()
-        if trainer.is_global_zero:
+        if self.out is not None and trainer.is_global_zero:
             self.out.write_text(json.dumps(self.times))
 
     def _lap(self) -> None:
