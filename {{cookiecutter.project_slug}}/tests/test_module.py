@@ -69,3 +69,11 @@ def test_metrics_synced_by_one_all_reduce_hold_only_sums() -> None:
     for metric in metrics:
         assert metric.dist_sync_fn is all_reduce_sum
         assert set(metric._reductions.values()) == {dim_zero_sum}, type(metric).__name__
+
+
+def test_epoch_loss_is_weighted_by_batch_size() -> None:
+    """A short last batch counts for its samples, not as a whole batch."""
+    loss = LitClassifier().val_loss
+    loss.update(torch.tensor(1.0), weight=64)
+    loss.update(torch.tensor(3.0), weight=14)
+    assert loss.compute().item() == pytest.approx((64 * 1.0 + 14 * 3.0) / 78)

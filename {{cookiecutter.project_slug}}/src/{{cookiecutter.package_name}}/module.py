@@ -57,11 +57,10 @@ class LitClassifier(L.LightningModule):
         self.train_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
         self.val_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
         self.test_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
-        # Sample-weighted mean loss per epoch. A NaN loss stays NaN in the mean (torchmetrics'
-        # default drops it and warns); in training, GradientMonitor stops the run at that step.
-        self.train_loss, self.val_loss, self.test_loss = (
-            MeanMetric(nan_strategy="disable", **summed) for _ in range(3)
-        )
+        # Sample-weighted mean loss per epoch. (Not nan_strategy="disable": torchmetrics 1.9
+        # then ignores the weights; a NaN loss is dropped with a warning, and in training
+        # GradientMonitor stops the run at that step.)
+        self.train_loss, self.val_loss, self.test_loss = (MeanMetric(**summed) for _ in range(3))
         # Read after trainer.test for confusion_matrix.png (compute() syncs across DDP ranks).
         self.test_confusion = MulticlassConfusionMatrix(num_classes, **summed)
 
