@@ -58,24 +58,9 @@ def train(modules: dict, project: Path, epochs: int, root: Path, drop=(), extra=
     return trainer, timer.times[1:]
 
 
-def configured_callbacks(modules: dict, project: Path, root: Path) -> list[str]:
-    """The callback classes of configs/default.yaml (LightningCLI's config saver excluded)."""
-    cli = modules["cli"].build_cli(
-        [
-            f"--trainer.default_root_dir={root}",
-            f"--trainer.logger.init_args.save_dir={root}",
-            *QUIET,
-        ],
-        project / "configs" / "default.yaml",
-    )
-    names = [type(c).__name__ for c in cli.trainer.callbacks]
-    return [name for name in names if name != "SaveConfigCallback"]
-
-
-def hook_shares(
-    modules: dict, project: Path, names: list[str], epochs: int, root: Path
-) -> dict[str, float]:
-    """Each callback's seconds inside its hooks over the epoch seconds, from one run."""
+def hook_shares(modules: dict, project: Path, epochs: int, root: Path) -> dict[str, float]:
+    """Each configured callback's seconds inside its hooks over the epoch seconds, from one
+    run (LightningCLI's config saver and the benchmark's own callbacks left out)."""
     import lightning as L
 
     empty = type("EmptyCallback", (L.Callback,), {})()
@@ -94,6 +79,8 @@ def hook_shares(
 
     floor = seconds("EmptyCallback")  # what Lightning's call of every hook costs anyway
     total = sum(epoch_seconds)
+    ours = ("SaveConfigCallback", "EmptyCallback", "EpochClock")
+    names = [type(c).__name__ for c in trainer.callbacks if type(c).__name__ not in ours]
     return {name: max(0.0, seconds(name) - floor) / total for name in names}
 
 
@@ -111,8 +98,8 @@ def main() -> None:
         modules["runtime"].quiet_known_noise()
         torch.set_num_threads(1)  # the least noisy on a shared machine
         sys.argv = ["train.py"]  # LightningCLI reads it
-        names = configured_callbacks(modules, project, Path(workdir) / "config")
-        shares = hook_shares(modules, project, names, epochs, Path(workdir) / "profiled")
+        shares = hook_shares(modules, project, epochs, Path(workdir) / "profiled")
+        names = list(shares)
 
         variants = {"all": (), **{f"without {name}": (name,) for name in names}}
         variants["none"] = tuple(names)

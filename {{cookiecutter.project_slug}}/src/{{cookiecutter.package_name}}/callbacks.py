@@ -216,8 +216,6 @@ class GradientMonitor(L.Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._checked_unused = False
         self._loss = None
-        # Walked once: a module-tree walk per step cost more than the norm itself.
-        self._params = [p for p in pl_module.parameters() if p.requires_grad]
 
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
@@ -249,7 +247,7 @@ class GradientMonitor(L.Callback):
     def _loss_message(self, trainer: L.Trainer) -> str:
         assert self._loss is not None
         what = f"loss is {self._loss.float().mean().item()} at {_where(trainer)}"
-        if all(torch.isfinite(p).all() for p in self._params):
+        if all(torch.isfinite(p).all() for p in trainer.lightning_module.parameters()):
             return (
                 f"{what}; the weights were not updated by this step. Usual causes: a learning "
                 "rate too high, NaN/inf in the inputs, or log(0) or a division by zero in the "
