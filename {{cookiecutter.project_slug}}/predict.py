@@ -1,27 +1,30 @@
 """Predict classes with an exported model: needs torch, numpy and Pillow, not Lightning.
 
 To run:
-    python predict.py runs/.../export/model.pt inputs.npy             # array (N, 64) or (N, 8, 8)
-    python predict.py runs/.../export/model.pt2 four.png seven.jpg --top 3
+    python predict.py runs/.../export/model.pt2 inputs.npy            # arrays (N, *input shape)
+    python predict.py runs/.../export/model.pt2 rows.csv              # feature rows, no label
+    python predict.py runs/.../export/model.pt cat.png dogs/ --top 3  # image models: files, folders
 
-Inputs are raw features, exactly as training read them: the standardisation is inside the
-exported model, so serving cannot drift from training. Images are read as grayscale, shrunk
-to 8x8 and scaled to 0..16 with dark ink high, like the scanned digits of the training data.
+The metadata.json that the export wrote beside the model says what it takes: the input
+shape, the class names, and how images are read (colour mode, size, scaling), so an image is
+converted exactly as the training images were. The standardisation is inside the exported
+model: inputs are raw, as in the data files, and serving cannot drift from training.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from {{ cookiecutter.package_name }}.artifacts import load
-
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+from {{ cookiecutter.package_name }}.artifacts import load, read_metadata
+from {{ cookiecutter.package_name }}.images import ImageError, ImageFormat, is_image_file, read_image
 
 
 class InputError(ValueError):
@@ -31,70 +34,139 @@ class InputError(ValueError):
 @dataclass
 class Prediction:
     source: str  # "file" or "file[row]"
-    classes: list[int]  # the top-k classes, most probable first
+    classes: list[str]  # the top-k class names, most probable first
+    indices: list[int]  # their class indices
     probabilities: list[float]
 
 
+@dataclass
+class ModelInputs:
+    """What the exported model takes, from its metadata.json (when there is one)."""
+
+    input_shape: tuple[int, ...] | None = None
+    class_names: list[str] | None = None
+    image: ImageFormat | None = None
+
+    @classmethod
+    def beside(cls, model_path: Path) -> ModelInputs:
+        metadata = read_metadata(model_path)
+        if metadata is None:
+            return cls()
+        preprocessing: dict[str, Any] = metadata.get("preprocessing", {})
+        image = (
+            ImageFormat.from_dict(preprocessing) if preprocessing.get("kind") == "image" else None
+        )
+        return cls(tuple(metadata["input_shape"]), list(metadata["class_names"]), image)
+
+    def shape_rows(self, array: np.ndarray, source: Path) -> np.ndarray:
+        """(N, *input_shape) from N flat rows or N samples of any layout with the same size."""
+        if self.input_shape is None:
+            return array.reshape(len(array), -1) if array.ndim > 2 else array
+        if tuple(array.shape) == self.input_shape:
+            array = array[None]  # a single sample
+        size = math.prod(self.input_shape)
+        if array.ndim < 2 or math.prod(array.shape[1:]) != size:
+            raise InputError(
+                f"{source}: the model takes samples of shape {self.input_shape} ({size} values "
+                f"each), got an array of shape {tuple(array.shape)}."
+            )
+        return array.reshape(len(array), *self.input_shape)
+
+
 def read_npy(path: Path) -> np.ndarray:
-    """(N, F) float32 from an .npy array of N samples (N, F) / (N, H, W), or one sample (F,)."""
+    """Numbers from an .npy array; one sample (F,) becomes one row."""
     try:
         array = np.load(path, allow_pickle=False)  # never unpickle: a file cannot run code
     except (OSError, ValueError) as error:
         raise InputError(f"cannot read {path} as a numpy .npy array: {error}") from None
     if array.ndim == 1:
         array = array[None]
-    if array.ndim < 2 or array.size == 0 or not np.issubdtype(array.dtype, np.number):
-        raise InputError(f"{path}: expected numbers shaped (N, features), got {array.shape}.")
-    return array.reshape(len(array), -1).astype(np.float32)
+    if array.size == 0 or not np.issubdtype(array.dtype, np.number):
+        raise InputError(
+            f"{path}: expected numbers, one sample per row, got {array.dtype} {array.shape}."
+        )
+    return array.astype(np.float32)
 
 
-def read_image(path: Path) -> np.ndarray:
-    """(1, 64) float32: grayscale, 8x8, dark ink -> 16, light paper -> 0 (as in training)."""
-    from PIL import Image, UnidentifiedImageError
-
+def read_csv(path: Path) -> np.ndarray:
+    """Rows of numbers from a .csv (one header row allowed), one sample per row."""
     try:
-        with Image.open(path) as image:
-            gray = np.asarray(image.convert("L").resize((8, 8), Image.Resampling.BOX))
-    except (OSError, UnidentifiedImageError) as error:
-        raise InputError(f"cannot read {path} as an image: {error}") from None
-    return ((255.0 - gray.astype(np.float32)) * (16.0 / 255.0)).reshape(1, -1)
+        table = np.genfromtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    except ValueError as error:  # rows of different lengths
+        raise InputError(f"cannot read {path} as rows of numbers: {error}") from None
+    if len(table) and np.isnan(table[0]).all():
+        table = table[1:]  # the header row
+    if table.size == 0 or np.isnan(table).any():
+        raise InputError(f"{path}: expected rows of numbers only (found text or empty cells).")
+    return table.astype(np.float32)
 
 
-def read_inputs(path: Path) -> np.ndarray:
+def read_images(paths: list[Path], image: ImageFormat | None, model: Path) -> np.ndarray:
+    if image is None:
+        raise InputError(
+            f"{paths[0]}: {model} was not trained on images (no image settings in its "
+            "metadata.json): give .npy or .csv rows."
+        )
+    try:
+        return np.stack([read_image(path, image) for path in paths])
+    except ImageError as error:
+        raise InputError(str(error)) from None
+
+
+def read_inputs(path: Path, spec: ModelInputs, model: Path) -> list[tuple[str, np.ndarray]]:
+    """[(source, samples (N, *input_shape))] for a file or a folder of images."""
+    if path.is_dir():
+        images = sorted(p for p in path.rglob("*") if is_image_file(p))
+        if not images:
+            raise InputError(f"folder {path} holds no images (.png, .jpg, .jpeg, .bmp).")
+        return list(
+            zip(map(str, images), read_images(images, spec.image, model)[:, None], strict=True)
+        )
     if not path.is_file():
         raise InputError(f"input file {path} does not exist.")
-    if path.suffix.lower() == ".npy":
-        return read_npy(path)
-    if path.suffix.lower() in IMAGE_SUFFIXES:
-        return read_image(path)
-    raise InputError(f"{path}: unknown input type; give an .npy array or an image file.")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        rows = spec.shape_rows(read_npy(path), path)
+    elif suffix == ".csv":
+        rows = spec.shape_rows(read_csv(path), path)
+    elif is_image_file(path):
+        return [(str(path), read_images([path], spec.image, model))]
+    else:
+        raise InputError(f"{path}: unknown input type; give .npy, .csv, image files or folders.")
+    if len(rows) == 1:
+        return [(str(path), rows)]
+    return [(f"{path}[{row}]", rows[row : row + 1]) for row in range(len(rows))]
 
 
 def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Prediction]:
-    """Top-``top`` classes with their probabilities for every sample of every input file."""
+    """Top-``top`` classes with their probabilities for every sample of every input."""
     model = load(model_path)
-    predictions = []
-    for path in inputs:
-        features = torch.from_numpy(read_inputs(path))
-        try:
-            with torch.inference_mode():
-                probabilities = model(features).softmax(dim=-1)
-        except RuntimeError as error:
-            raise InputError(
-                f"{path}: the model rejected inputs of shape {list(features.shape)} "
-                f"({str(error).splitlines()[0]}); check the number of features."
-            ) from None
-        values, classes = probabilities.topk(min(top, probabilities.shape[-1]), dim=-1)
-        for row, (cls, prob) in enumerate(zip(classes.tolist(), values.tolist(), strict=True)):
-            source = f"{path}[{row}]" if len(features) > 1 else str(path)
-            predictions.append(Prediction(source, cls, prob))
-    return predictions
+    spec = ModelInputs.beside(model_path)
+    samples = [sample for path in inputs for sample in read_inputs(path, spec, model_path)]
+    sources = [source for source, _ in samples]
+    batch = torch.from_numpy(np.concatenate([array for _, array in samples]))
+    try:
+        with torch.inference_mode():
+            probabilities = model(batch).softmax(dim=-1)
+    except RuntimeError as error:  # a model exported by hand, without metadata.json
+        raise InputError(
+            f"the model rejected inputs of shape {list(batch.shape)} "
+            f"({str(error).splitlines()[0][:200]}); check the number of features."
+        ) from None
+    values, indices = probabilities.topk(min(top, probabilities.shape[-1]), dim=-1)
+    names = spec.class_names or [str(c) for c in range(probabilities.shape[-1])]
+    return [
+        Prediction(source, [names[c] for c in classes], classes, probs)
+        for source, classes, probs in zip(sources, indices.tolist(), values.tolist(), strict=True)
+    ]
 
 
 def main(argv: list[str] | None = None) -> list[Prediction]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("model", type=Path, help="an exported model: .pt, .int8.pt, .pt2, .onnx")
-    parser.add_argument("inputs", type=Path, nargs="+", help=".npy arrays or image files")
+    parser.add_argument(
+        "inputs", type=Path, nargs="+", help=".npy arrays, .csv rows, image files or folders"
+    )
     parser.add_argument("--top", type=int, default=1, help="how many classes to show per sample")
     args = parser.parse_args(argv)
     try:
@@ -104,8 +176,8 @@ def main(argv: list[str] | None = None) -> list[Prediction]:
         raise SystemExit(2) from None
     for prediction in predictions:
         ranked = ", ".join(
-            f"{cls} ({prob:.3f})"
-            for cls, prob in zip(prediction.classes, prediction.probabilities, strict=True)
+            f"{name} ({prob:.3f})"
+            for name, prob in zip(prediction.classes, prediction.probabilities, strict=True)
         )
         print(f"{prediction.source}: {ranked}")
     return predictions

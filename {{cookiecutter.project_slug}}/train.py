@@ -22,11 +22,18 @@ from {{ cookiecutter.package_name }}.plots import write_plots
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
+    describe_run,
     keep_wandb_offline_safe,
     leave_process_group,
     quiet_known_noise,
 )
-from {{ cookiecutter.package_name }}.summary import build_summary, format_summary, run_dir, write_summary
+from {{ cookiecutter.package_name }}.summary import (
+    build_summary,
+    format_summary,
+    predict_inputs,
+    run_dir,
+    write_summary,
+)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
 
@@ -44,6 +51,7 @@ def main(args: list[str] | None = None) -> Path | None:
         raise SystemExit(2) from None
     trainer = cli.trainer
     keep_wandb_offline_safe(trainer.loggers)
+    describe_run(trainer, cli.model, cli.datamodule)
     trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     # verbose=False: the summary below prints the test metrics once, in plain lines.
@@ -57,11 +65,13 @@ def main(args: list[str] | None = None) -> Path | None:
     formats = cli.config.export.formats  # None: every available format
     exported = None
     if best and formats != []:  # rank zero only: one writer per file
-        test_split = cli.datamodule.test_set.tensors
-        exported = export_checkpoint(best, run_dir(trainer) / "export", formats, test_split)
+        exported = export_checkpoint(best, run_dir(trainer) / "export", formats, cli.datamodule)
     seed = cli.config.get("seed_everything")
-    plots = write_plots(trainer, confusion)
-    summary = build_summary(trainer, seed, tested[0], time.perf_counter() - start, exported, plots)
+    plots = write_plots(trainer, confusion, cli.datamodule.class_names)
+    data = cli.datamodule
+    inputs = predict_inputs(data.preprocessing, data.input_shape, data.example_file())
+    wall_time = time.perf_counter() - start
+    summary = build_summary(trainer, seed, tested[0], wall_time, exported, plots, inputs)
     path = write_summary(summary, run_dir(trainer))
     print(format_summary(summary))
     print(f"summary: {path}")

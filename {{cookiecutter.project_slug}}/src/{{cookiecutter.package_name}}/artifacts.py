@@ -7,38 +7,52 @@ Formats (file suffix):
     onnx          ONNX (.onnx), run with onnxruntime; needs the `onnx` extra
 
 Every exported model takes raw inputs: the standardisation is part of the network.
+``metadata.json`` beside the files records what a caller needs to feed it: the input shape,
+the class names and how raw inputs were read (image colour mode, size and scaling).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
-Predictor = Callable[[torch.Tensor], torch.Tensor]  # raw inputs (B, F) -> logits (B, C)
+Predictor = Callable[[torch.Tensor], torch.Tensor]  # raw inputs (B, *shape) -> logits (B, C)
 
-Format = Literal["torchscript", "int8", "torch.export", "onnx"]
-FILE_NAMES: dict[str, str] = {  # one per Format
-    "torchscript": "model.pt",
-    "int8": "model.int8.pt",
-    "torch.export": "model.pt2",
-    "onnx": "model.onnx",
-}
+Format = Literal["torchscript", "int8", "torch.export", "onnx"]  # the names in FORMATS
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+METADATA_FILE = "metadata.json"
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format: its file, how to write and read it, and how it is verified."""
+
+    name: str
+    file_name: str
+    write: Callable[[nn.Module, torch.Tensor, Path], None]  # eval-mode model, example batch
+    read: Callable[[Path, int | None], Predictor]  # path, threads
+    exact: bool  # True: logits equal eager's within a tolerance; False: lossy (accuracy)
+    requires: tuple[str, ...] = ()  # optional packages it needs
 
 
 def available_formats() -> list[str]:
     """Every format this environment can write; ONNX only with its optional packages."""
-    onnx_ok = all(importlib.util.find_spec(name) for name in ONNX_PACKAGES)
-    return [name for name in FILE_NAMES if name != "onnx" or onnx_ok]
+    return [
+        fmt.name
+        for fmt in FORMATS.values()
+        if all(importlib.util.find_spec(name) for name in fmt.requires)
+    ]
 
 
 class ExportFormatError(ValueError):
@@ -48,14 +62,12 @@ class ExportFormatError(ValueError):
 def check_formats(formats: list[str]) -> None:
     """Refuse, before any work, a format that is unknown or cannot be written here."""
     for fmt in formats:
-        if fmt not in FILE_NAMES:
-            raise ExportFormatError(
-                f"unknown export format {fmt!r}: choose from {list(FILE_NAMES)}."
-            )
+        if fmt not in FORMATS:
+            raise ExportFormatError(f"unknown export format {fmt!r}: choose from {list(FORMATS)}.")
         if fmt not in available_formats():
             raise ExportFormatError(
-                f"export format {fmt!r} needs {', '.join(ONNX_PACKAGES)}: "
-                'pip install -e ".[onnx]", or leave it out of export.formats.'
+                f"export format {fmt!r} needs {', '.join(FORMATS[fmt].requires)}: "
+                f'pip install -e ".[{fmt}]", or leave it out of export.formats.'
             )
 
 
@@ -82,36 +94,41 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     torch.ao is used because it is the fast one on CPU today (see chosen_deprecated_apis);
     when torchao wins on CPU, replace this body with `torchao.quantization.quantize_`.
-    The first Linear stays fp32: it reads standardised raw inputs, where one outlier pixel
-    (|z| = 41 in the digits test split) stretches the batch's int8 range and blurs every other
-    sample. Measured on the default model: quantizing it cost 1.9 points of test accuracy
-    (0 at batch size 1); keeping it fp32 costs none and int8 stays ~1.9x faster than fp32.
+    Every nn.Linear is quantized except a first layer that reads the standardised raw
+    inputs, where one outlier pixel (|z| = 41 in the digits test split, per-pixel statistics)
+    stretches the batch's int8 range and blurs every other sample. Measured on the MLP:
+    quantizing it cost 1.9 points of test accuracy (0 at batch size 1); keeping it fp32 costs
+    none and int8 stays ~1.9x faster than fp32. "First" is the first layer with weights in
+    registration order, the forward order of ordinary networks; convolutions stay fp32
+    (dynamic quantization covers Linear layers only).
     """
-    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    with_weights = [name for name, m in model.named_modules() if list(m.parameters(False))]
+    linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    quantized = [name for name in linears if not with_weights or name != with_weights[0]]
     with chosen_deprecated_apis():
         return torch.ao.quantization.quantize_dynamic(
-            model, {name: torch.ao.quantization.default_dynamic_qconfig for name in linears[1:]}
+            model, {name: torch.ao.quantization.default_dynamic_qconfig for name in quantized}
         )
 
 
 def save(model: nn.Module, fmt: str, example: torch.Tensor, path: Path) -> Path:
-    """Write ``model`` (eval mode) in format ``fmt``; ``example`` is a (B, F) input batch."""
+    """Write ``model`` (eval mode) in format ``fmt``; ``example`` is a (B, *shape) batch."""
+    check_formats([fmt])
     model = model.eval()
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
-        if fmt == "torchscript":
-            _save_torchscript(model, example, path)
-        elif fmt == "int8":
-            _save_torchscript(quantize_int8(model), example, path)
-        elif fmt == "torch.export":
-            batch = torch.export.Dim("batch", min=1)
-            program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
-            torch.export.save(program, path)
-        elif fmt == "onnx":
-            _save_onnx(model, example, path)
-        else:
-            check_formats([fmt])
+        FORMATS[fmt].write(model, example, path)
     return path
+
+
+def _save_int8(model: nn.Module, example: torch.Tensor, path: Path) -> None:
+    _save_torchscript(quantize_int8(model), example, path)
+
+
+def _save_program(model: nn.Module, example: torch.Tensor, path: Path) -> None:
+    batch = torch.export.Dim("batch", min=1)
+    program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
+    torch.export.save(program, path)
 
 
 def _save_torchscript(model: nn.Module, example: torch.Tensor, path: Path) -> None:
@@ -145,8 +162,20 @@ def _log_level(name: str, level: int) -> Iterator[None]:
         logger.setLevel(previous)
 
 
+def format_of(path: str | Path) -> ExportFormat:
+    """The format of an exported file, from the end of its name (.int8.pt before .pt)."""
+    name = Path(path).name
+    suffixes = {fmt.file_name.removeprefix("model"): fmt for fmt in FORMATS.values()}
+    matches = [suffix for suffix in suffixes if name.endswith(suffix)]
+    if not matches:
+        raise ValueError(
+            f"{path}: unknown model file type; expected {', '.join(sorted(suffixes))}."
+        )
+    return suffixes[max(matches, key=len)]
+
+
 def load(path: str | Path, threads: int | None = None) -> Predictor:
-    """Read an artifact back from disk as a function: raw inputs (B, F) -> logits (B, C).
+    """Read an artifact back from disk as a function: raw inputs (B, *shape) -> logits (B, C).
 
     The format follows the file suffix. ``threads`` fixes onnxruntime's thread count (torch
     formats use torch.set_num_threads).
@@ -154,11 +183,9 @@ def load(path: str | Path, threads: int | None = None) -> Predictor:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no exported model at {path}: run train.py or the export first.")
-    loaders = {".pt": _load_torchscript, ".pt2": _load_program, ".onnx": _load_onnx}
-    if path.suffix not in loaders:
-        raise ValueError(f"{path}: unknown model file type; expected .pt, .pt2 or .onnx.")
+    fmt = format_of(path)
     try:
-        return loaders[path.suffix](path, threads)
+        return fmt.read(path, threads)
     except (RuntimeError, OSError, ValueError, zipfile.BadZipFile) as error:  # truncated, corrupt
         raise ValueError(
             f"cannot load {path} as an exported model ({str(error).splitlines()[0][:200]}): "
@@ -195,3 +222,46 @@ def _load_onnx(path: Path, threads: int | None) -> Predictor:
         return torch.from_numpy(logits)
 
     return predict
+
+
+FORMATS: dict[str, ExportFormat] = {
+    fmt.name: fmt
+    for fmt in (
+        ExportFormat("torchscript", "model.pt", _save_torchscript, _load_torchscript, exact=True),
+        ExportFormat("int8", "model.int8.pt", _save_int8, _load_torchscript, exact=False),
+        ExportFormat("torch.export", "model.pt2", _save_program, _load_program, exact=True),
+        ExportFormat("onnx", "model.onnx", _save_onnx, _load_onnx, True, ONNX_PACKAGES),
+    )
+}
+
+
+def write_metadata(
+    out_dir: Path,
+    input_shape: Sequence[int],
+    class_names: Sequence[str],
+    preprocessing: dict[str, Any],
+    files: dict[str, str],
+) -> Path:
+    """metadata.json: what any caller of the exported files needs to feed them."""
+    metadata = {
+        "input_shape": list(input_shape),
+        "class_names": list(class_names),
+        "preprocessing": preprocessing,
+        "files": files,
+        "torch": torch.__version__,
+    }
+    path = out_dir / METADATA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(metadata, indent=2) + "\n")
+    return path
+
+
+def read_metadata(model_path: str | Path) -> dict[str, Any] | None:
+    """The metadata.json beside an exported file, or None (a file exported by hand)."""
+    path = Path(model_path).parent / METADATA_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read {path} ({error}): export the model again.") from None

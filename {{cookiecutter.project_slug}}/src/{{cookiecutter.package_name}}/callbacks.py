@@ -1,4 +1,5 @@
-"""Guards for a run: reproducible randomness, gradient sanity, memory growth.
+"""Guards for a run: reproducible randomness, gradient sanity, memory growth; and a model
+summary that lists layers only.
 
 Each is a small standalone Lightning callback, on in configs/default.yaml and configurable
 there. They add what Lightning lacks: seeding itself is Lightning's ``seed_everything``
@@ -10,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import time
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -18,9 +18,11 @@ import lightning as L
 import numpy as np
 import psutil
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.utilities import grad_norm
+from lightning.pytorch.utilities.model_summary import ModelSummary as Summary
 from torch import nn
+from torchmetrics import Metric
 
 log = logging.getLogger(__name__)
 
@@ -94,80 +96,6 @@ class RandomState(L.Callback):
     ) -> None:
         if "rng_states" in checkpoint:
             restore_rng_states(checkpoint["rng_states"])
-
-
-# --- checkpoints ----------------------------------------------------------------------
-
-
-class ResumableCheckpoint(ModelCheckpoint):
-    """Lightning's ModelCheckpoint, whose best/last bookkeeping survives a resume.
-
-    A checkpoint records the folder it was written to, relative when the logger's save_dir
-    is (runs/...). On resume the folder is given explicitly (see
-    checkpoints.continue_in_checkpoint_dir), which Lightning makes absolute, and it only
-    restores the best-k state when both strings are equal: otherwise it warns "dirpath has
-    changed" and a worse epoch could become "best". Same folder, same state.
-    """
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        saved = state_dict.get("dirpath")
-        if saved and self.dirpath and os.path.realpath(saved) == os.path.realpath(self.dirpath):
-            state_dict = {**state_dict, "dirpath": self.dirpath}
-        super().load_state_dict(state_dict)
-
-
-class LastCheckpoint(ResumableCheckpoint):
-    """``last.ckpt``, to resume from: written at the end of an epoch once ``min_interval_s``
-    have passed since the previous write, and always after the final epoch.
-
-    A crash then loses at most that much training plus the epoch in progress, and epochs
-    longer than the interval are each saved, as Lightning's every-epoch default does. On
-    short epochs that default is the expensive part of a run: a full checkpoint (weights,
-    optimizer, loops, RNG states) took ~5 ms against a 65 ms epoch on the default model.
-    Lightning's own ``train_time_interval`` saves mid-epoch instead, which does not resume
-    to the same weights as an uninterrupted run. Set ``min_interval_s: 0`` for every epoch.
-    """
-
-    def __init__(self, min_interval_s: float = 30.0, dirpath: str | None = None) -> None:
-        """
-        Args:
-            min_interval_s: seconds of training between two writes (0: every epoch).
-            dirpath: folder; None lets Lightning derive it from the logger.
-        """
-        super().__init__(
-            dirpath=dirpath,
-            filename="last",
-            enable_version_counter=False,
-            save_on_train_epoch_end=True,  # after validation too: the epoch is complete
-        )
-        self.min_interval_s = min_interval_s
-        self._written_at = time.monotonic()
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_start(trainer, pl_module)
-        self._written_at = time.monotonic()
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._due(trainer):
-            super().on_train_epoch_end(trainer, pl_module)
-            self._written_at = time.monotonic()
-
-    def _due(self, trainer: L.Trainer) -> bool:
-        due = (
-            time.monotonic() - self._written_at >= self.min_interval_s
-            or _training_ends_after_this_epoch(trainer)
-        )
-        # Every DDP process must make the same choice (saving includes a barrier).
-        return trainer.strategy.broadcast(due, src=0)
-
-
-def _training_ends_after_this_epoch(trainer: L.Trainer) -> bool:
-    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
-    return (
-        trainer.should_stop  # early stopping, max_time, or a stop request
-        or (max_epochs is not None and 0 <= max_epochs <= trainer.current_epoch + 1)
-        or 0 <= max_steps <= trainer.global_step
-    )
 
 
 # --- gradients ------------------------------------------------------------------------
@@ -382,6 +310,25 @@ def _peak_rss_bytes(process: psutil.Process) -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return float(peak if os.uname().sysname == "Darwin" else peak * 1024)
+
+
+# --- model summary ----------------------------------------------------------------------
+
+
+class _LayersOnly(Summary):
+    """Lightning's summary without the torchmetrics objects, which are modules with no
+    parameters that it would list as layers."""
+
+    @property
+    def named_modules(self) -> list[tuple[str, nn.Module]]:
+        return [(name, m) for name, m in super().named_modules if not isinstance(m, Metric)]
+
+
+class NetworkSummary(ModelSummary):
+    """Lightning's ModelSummary callback (same table, same settings), layers only."""
+
+    def _summary(self, trainer: L.Trainer, pl_module: L.LightningModule) -> Summary:
+        return _LayersOnly(pl_module, max_depth=self._max_depth)
 
 
 # --- helpers --------------------------------------------------------------------------

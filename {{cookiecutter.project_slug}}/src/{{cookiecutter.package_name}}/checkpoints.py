@@ -1,4 +1,5 @@
-"""Finding, checking and loading checkpoints: weights-only, with errors that name the fix."""
+"""Checkpoints: writing them (best, last, atomically), finding, checking and loading them
+weights-only, with errors that name the fix."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import logging
 import os
 import pickle
 import re
+import time
 import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import fsspec
+import lightning as L
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,80 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             os.replace(temporary, path)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+# --- checkpoints ----------------------------------------------------------------------
+
+
+class ResumableCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, whose best/last bookkeeping survives a resume.
+
+    A checkpoint records the folder it was written to, relative when the logger's save_dir
+    is (runs/...). On resume the folder is given explicitly (see
+    checkpoints.continue_in_checkpoint_dir), which Lightning makes absolute, and it only
+    restores the best-k state when both strings are equal: otherwise it warns "dirpath has
+    changed" and a worse epoch could become "best". Same folder, same state.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and os.path.realpath(saved) == os.path.realpath(self.dirpath):
+            state_dict = {**state_dict, "dirpath": self.dirpath}
+        super().load_state_dict(state_dict)
+
+
+class LastCheckpoint(ResumableCheckpoint):
+    """``last.ckpt``, to resume from: written at the end of an epoch once ``min_interval_s``
+    have passed since the previous write, and always after the final epoch.
+
+    A crash then loses at most that much training plus the epoch in progress, and epochs
+    longer than the interval are each saved, as Lightning's every-epoch default does. On
+    short epochs that default is the expensive part of a run: a full checkpoint (weights,
+    optimizer, loops, RNG states) took ~5 ms against a 65 ms epoch on the default model.
+    Lightning's own ``train_time_interval`` saves mid-epoch instead, which does not resume
+    to the same weights as an uninterrupted run. Set ``min_interval_s: 0`` for every epoch.
+    """
+
+    def __init__(self, min_interval_s: float = 30.0, dirpath: str | None = None) -> None:
+        """
+        Args:
+            min_interval_s: seconds of training between two writes (0: every epoch).
+            dirpath: folder; None lets Lightning derive it from the logger.
+        """
+        super().__init__(
+            dirpath=dirpath,
+            filename="last",
+            enable_version_counter=False,
+            save_on_train_epoch_end=True,  # after validation too: the epoch is complete
+        )
+        self.min_interval_s = min_interval_s
+        self._written_at = time.monotonic()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._written_at = time.monotonic()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._due(trainer):
+            super().on_train_epoch_end(trainer, pl_module)
+            self._written_at = time.monotonic()
+
+    def _due(self, trainer: L.Trainer) -> bool:
+        due = (
+            time.monotonic() - self._written_at >= self.min_interval_s
+            or _training_ends_after_this_epoch(trainer)
+        )
+        # Every DDP process must make the same choice (saving includes a barrier).
+        return trainer.strategy.broadcast(due, src=0)
+
+
+def _training_ends_after_this_epoch(trainer: L.Trainer) -> bool:
+    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
+    return (
+        trainer.should_stop  # early stopping, max_time, or a stop request
+        or (max_epochs is not None and 0 <= max_epochs <= trainer.current_epoch + 1)
+        or 0 <= max_steps <= trainer.global_step
+    )
 
 
 def find_last_checkpoint(root: Path) -> Path | None:
@@ -120,13 +198,13 @@ def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     )
 
 
-def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.") -> nn.Module:
+def load_weights(model: nn.Module, path: str | Path, prefix: str = "model.net.") -> nn.Module:
     """Transfer learning: copy the weights that fit from a checkpoint into ``model``.
 
     Loads weights-only and non-strict, and logs which keys were missing from the checkpoint,
     which it had that ``model`` does not, and which differ in shape (e.g. a new head), so a
-    silent partial load cannot happen. ``prefix`` strips the LightningModule attribute
-    (``model.``) to load into the plain network.
+    silent partial load cannot happen. ``prefix`` strips the LightningModule's attributes
+    (``model.net.``) to load into the plain network.
     """
     state = read_checkpoint(path)["state_dict"]
     if prefix:

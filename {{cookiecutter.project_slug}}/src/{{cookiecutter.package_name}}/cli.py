@@ -10,13 +10,20 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .artifacts import ExportFormatError, Format, check_formats
 from .checkpoints import CheckpointError, continue_in_checkpoint_dir, resolve_ckpt_path
-from .data import DigitsDataModule
+from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
 from .module import LitClassifier
+from .network_check import NetworkError, check_network
 
 # Bad input found while the CLI builds the run; train.py prints it as one line, exit code 2.
-STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError)
+STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError, NetworkError)
+# What the network and the module learn from the data (the user never types them).
+LINKED_FROM_DATA = {
+    "input_shape": ("model.input_shape", "model.net.init_args.input_shape"),
+    "num_classes": ("model.num_classes", "model.net.init_args.num_classes"),
+    "class_names": ("model.class_names",),
+}
 
 
 class ConciseParser(LightningArgumentParser):
@@ -37,9 +44,11 @@ class ConciseParser(LightningArgumentParser):
 
 class ProjectCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
-        # The model's input and output sizes follow the data, whatever data is plugged in.
-        parser.link_arguments("data.num_features", "model.in_features", apply_on="instantiate")
-        parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
+        # The network's input shape and class count follow the data, whatever data and
+        # network are plugged in.
+        for source, targets in LINKED_FROM_DATA.items():
+            for target in targets:
+                parser.link_arguments(f"data.{source}", target, apply_on="instantiate")
         # A live progress bar in a terminal; none in CI logs and files, where it is noise.
         parser.set_defaults({"trainer.enable_progress_bar": sys.stdout.isatty()})
         parser.add_argument(
@@ -67,6 +76,7 @@ class ProjectCLI(LightningCLI):
             trainer.accelerator, trainer.devices, trainer.precision, self._accelerator_source()
         )
         check_formats(self.config.export.formats or [])
+        check_network(self.config.model.net)
         ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
         self.config.ckpt_path = ckpt_path
         if ckpt_path is not None:
@@ -87,11 +97,11 @@ def build_cli(args: list[str] | None, default_config: Path) -> ProjectCLI:
     """Parse ``args`` on top of ``default_config`` and instantiate model, data and Trainer.
 
     Raises one of STARTUP_ERRORS, before any training, for a config this machine cannot run,
-    a checkpoint that cannot be resumed, an unusable data file or export format.
+    a checkpoint that cannot be resumed, an unusable data file, export format or network.
     """
     return ProjectCLI(
         LitClassifier,
-        DigitsDataModule,
+        ClassificationDataModule,
         args=args,
         run=False,
         parser_class=ConciseParser,

@@ -1,8 +1,9 @@
-"""The data: scikit-learn's bundled 8x8 handwritten digits, real images with no download.
+"""The data: splits, training-split statistics, loaders and augmentation for any source.
 
-To bring your own data, point ``data.path`` at an .npz or .csv file (see data_files.py), or
-replace ``load_arrays`` (features float32 (N, F), labels int64 (N,)); splitting,
-statistics, loaders and the model's input/output sizes follow from the arrays.
+Sources (see data_files.py): scikit-learn's bundled 8x8 digits (the default, no download),
+an .npz or .csv file of features, or a folder of images in class subfolders. For another
+source, make ``read_data`` return a ``DataSource``: splitting, statistics, the network's
+input shape and class count, the class names and the exports' preprocessing follow from it.
 """
 
 from __future__ import annotations
@@ -14,23 +15,14 @@ import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from .data_files import DataError, read_data_file
+from .data_files import DataError, DataSource, read_data
+from .images import ColorMode
 from .runtime import available_cores
 
-
-def load_arrays(path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """All samples: features (N, F) float32, labels (N,) int64.
-
-    Without a path, the digits: 1,797 samples of 64 pixel values 0..16, classes 0..9.
-    """
-    if path is not None:
-        return read_data_file(path)
-    features, labels = load_digits(return_X_y=True)
-    return features.astype(np.float32), labels.astype(np.int64)
+DEFAULT_SHIFT_PROB = 0.3  # images only: share of training images shifted by one pixel
 
 
 def split_indices(
@@ -55,8 +47,8 @@ def split_indices(
     return np.sort(train), np.sort(val), np.sort(test)
 
 
-class DigitsDataModule(L.LightningDataModule):
-    """Splits, training-split statistics and loaders for the arrays of ``load_arrays``."""
+class ClassificationDataModule(L.LightningDataModule):
+    """The project's data: a ``DataSource`` split, standardised and batched."""
 
     def __init__(
         self,
@@ -66,62 +58,91 @@ class DigitsDataModule(L.LightningDataModule):
         test_fraction: float = 0.15,
         split_seed: int = 0,
         num_workers: int | None = None,
-        shift_prob: float = 0.3,
+        shift_prob: float | None = None,
+        image_size: int | tuple[int, int] | None = None,
+        color_mode: ColorMode | None = None,
     ) -> None:
         """
         Args:
-            path: an .npz or .csv file of features and labels (see data_files.py); None
-                for the built-in digits.
+            path: an .npz or .csv file of features and labels, or a folder of images with
+                one subfolder per class (see data_files.py); None for the built-in digits.
             batch_size: samples per batch (per process under DDP).
             val_fraction: share of samples held out for validation and checkpoint choice.
             test_fraction: share of samples held out for the final test.
             split_seed: seed of the split, independent of the training seed.
             num_workers: loader worker processes; None picks them from the dataset and the
                 available cores (see ``default_num_workers``).
-            shift_prob: share of training images shifted by one pixel (augmentation,
-                training batches only); set 0 for data that are not 8x8 images.
+            shift_prob: share of training images shifted by up to one pixel (augmentation,
+                training batches only); None: 0.3 for images, 0 for flat features.
+            image_size: image folders: every image is resized to this (an int or [height,
+                width]); None: the size of the first image.
+            color_mode: image folders: L (grayscale) or RGB; None: the first image's.
         """
         super().__init__()
         self.save_hyperparameters()
         self.batch_size = batch_size
-        self.shift_prob = shift_prob
         self.num_workers = num_workers
         self.path = path
+        self.image_size = image_size
+        self.color_mode = color_mode
         # Read and split now, while the CLI builds its objects: a bad file stops the run
         # before any training, with a DataError that names it.
-        if shift_prob > 0 and self.num_features != 64:
+        images = len(self.input_shape) == 3
+        if shift_prob is not None and shift_prob > 0 and not images:
             raise DataError(
-                f"data.shift_prob={shift_prob} shifts 8x8 images, but {path} has "
-                f"{self.num_features} features per sample: set --data.shift_prob 0."
+                f"data.shift_prob={shift_prob} shifts images, but {path} has flat samples of "
+                f"shape {self.input_shape}: set --data.shift_prob 0."
             )
+        self.shift_prob = (
+            (DEFAULT_SHIFT_PROB if images else 0.0) if shift_prob is None else shift_prob
+        )
         self.train_idx, self.val_idx, self.test_idx = split_indices(
-            self._arrays[1], val_fraction, test_fraction, split_seed
+            self._source.labels, val_fraction, test_fraction, split_seed
         )
 
     @cached_property
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return load_arrays(self.path)
+    def _source(self) -> DataSource:
+        return read_data(self.path, self.image_size, self.color_mode)
 
     @property
-    def num_features(self) -> int:
-        return int(self._arrays[0].shape[1])
+    def input_shape(self) -> tuple[int, ...]:
+        """One sample's shape: (F,) for features, (C, H, W) for images."""
+        return self._source.input_shape
 
     @property
     def num_classes(self) -> int:
-        return int(self._arrays[1].max()) + 1
+        return len(self._source.class_names)
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self._source.class_names)
+
+    @property
+    def preprocessing(self) -> dict[str, Any]:
+        """How raw inputs were read (image colour mode, size, scaling), for the exports."""
+        return dict(self._source.preprocessing)
+
+    def example_file(self) -> str | None:
+        """A file of the test split that predict.py can read (image folders only)."""
+        files = self._source.files
+        return files[self.test_idx[0]] if files else None
 
     def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-feature mean and std of the training split only (never val/test)."""
-        train = torch.from_numpy(self._arrays[0][self.train_idx])
-        return train.mean(dim=0), train.std(dim=0)
+        """Mean and std of the training split only (never val/test): per feature for flat
+        samples, per channel for images."""
+        train = torch.from_numpy(self._source.features[self.train_idx])
+        dims = [0, *range(2, train.ndim)]  # every dimension but the feature / channel one
+        return train.mean(dim=dims), train.std(dim=dims)
 
     def class_priors(self) -> torch.Tensor:
         """Class frequencies in the training split."""
-        counts = np.bincount(self._arrays[1][self.train_idx], minlength=self.num_classes)
+        counts = np.bincount(self._source.labels[self.train_idx], minlength=self.num_classes)
         return torch.from_numpy(counts / counts.sum()).float()
 
     def setup(self, stage: str | None = None) -> None:
-        features, labels = (torch.from_numpy(a) for a in self._arrays)
+        features, labels = (
+            torch.from_numpy(a) for a in (self._source.features, self._source.labels)
+        )
         self.train_set, self.val_set, self.test_set = (
             TensorDataset(features[idx], labels[idx])
             for idx in (self.train_idx, self.val_idx, self.test_idx)
@@ -144,9 +165,9 @@ class DigitsDataModule(L.LightningDataModule):
         training = self.trainer is not None and self.trainer.training
         # Only (inputs, labels) batches: Lightning also passes its example input through here.
         if self.shift_prob > 0 and training and isinstance(batch, (list, tuple)):
-            x, y = batch
-            shifted = random_shift(x.view(-1, 8, 8)).view_as(x)
-            chosen = torch.rand(len(x), 1, device=x.device) < self.shift_prob
+            x, y = batch  # x: (B, C, H, W)
+            shifted = random_shift(x)
+            chosen = torch.rand(len(x), 1, 1, 1, device=x.device) < self.shift_prob
             batch = (torch.where(chosen, shifted, x), y)
         return batch
 
@@ -173,12 +194,19 @@ def default_num_workers(dataset: Dataset) -> int:
     return max(0, min(4, available_cores() - 1))
 
 
+def stack_dataset(dataset: Dataset, batch_size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """All of a dataset's (inputs, labels) as two tensors, whatever Dataset class it is."""
+    batches = list(DataLoader(dataset, batch_size=batch_size, shuffle=False))
+    return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+
+
 def random_shift(images: torch.Tensor, max_shift: int = 1) -> torch.Tensor:
-    """Move each image (B, H, W) by up to ``max_shift`` pixels each way, filling with zeros."""
-    count, height, width = images.shape
-    padded = F.pad(images, (max_shift,) * 4)  # (B, H + 2s, W + 2s)
+    """Move each image (B, C, H, W) by up to ``max_shift`` pixels each way, all its channels
+    alike, filling with zeros."""
+    count, _, height, width = images.shape
+    padded = F.pad(images, (max_shift,) * 4).permute(0, 2, 3, 1)  # (B, H + 2s, W + 2s, C)
     offsets = torch.randint(0, 2 * max_shift + 1, (2, count, 1, 1), device=images.device)
     rows = offsets[0] + torch.arange(height, device=images.device).view(1, height, 1)
     cols = offsets[1] + torch.arange(width, device=images.device).view(1, 1, width)
     batch_index = torch.arange(count, device=images.device).view(count, 1, 1)
-    return padded[batch_index, rows, cols]
+    return padded[batch_index, rows, cols].permute(0, 3, 1, 2)  # (B, C, H, W)

@@ -1,18 +1,27 @@
-"""Your own data without code: `--data.path` to an .npz or .csv file, checked at start-up.
+"""Your own data without code: `--data.path` to a file or a folder, checked at start-up.
 
-    .npz   arrays `features` (N, F) numbers and `labels` (N,) integer classes 0..C-1
-    .csv   numbers only, one sample per row, the label in the last column; one header row
-           is allowed
+    .npz     arrays `features` (N, F) numbers and `labels` (N,) integer classes 0..C-1
+    .csv     numbers only, one sample per row, the label in the last column; one header row
+             is allowed
+    folder   images (.png, .jpg, .jpeg, .bmp), one subfolder per class named after it:
+             data/cat/001.png, data/dog/002.jpg, ...; read with Pillow, resized to
+             `--data.image_size` (default: the first image's size), grayscale or RGB
+             (`--data.color_mode`; default: the first image's)
 
+Without a path: scikit-learn's bundled 8x8 handwritten digits, as (1, 8, 8) images.
 Every problem is a DataError naming the file and what to change, raised when the data
 module is built, before any training.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from .images import ColorMode, ImageError, ImageFormat, is_image_file, probe, read_image
 
 FORMAT_HELP = (
     "expected an .npz with arrays 'features' (N, F) and 'labels' (N,), or a .csv of numbers "
@@ -24,13 +33,112 @@ class DataError(ValueError):
     """A data file that is missing, unreadable, or not features + integer labels."""
 
 
+@dataclass
+class DataSource:
+    """Every sample in memory, and what a model trained on it must know to serve it."""
+
+    features: np.ndarray  # (N, *input_shape) float32
+    labels: np.ndarray  # (N,) int64 classes 0..C-1
+    class_names: list[str]
+    preprocessing: dict[str, Any] = field(default_factory=lambda: {"kind": "features"})
+    files: list[str] | None = None  # image folders: the file of each sample
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.features.shape[1:])
+
+
+def read_data(
+    path: str | Path | None,
+    image_size: int | tuple[int, int] | None = None,
+    color_mode: ColorMode | None = None,
+) -> DataSource:
+    """The built-in digits (no path), an image folder, or an .npz / .csv file."""
+    if path is None:
+        return builtin_digits()
+    if Path(path).is_dir():
+        return read_image_folder(path, image_size, color_mode)
+    features, labels = read_data_file(path)
+    return DataSource(features, labels, [str(c) for c in range(int(labels.max()) + 1)])
+
+
+def builtin_digits() -> DataSource:
+    """1,797 grayscale 8x8 images (values 0..16, ink high), classes 0..9."""
+    from sklearn.datasets import load_digits
+
+    features, labels = load_digits(return_X_y=True)
+    # As an image file maps to these values: dark ink on light paper, 0..255 -> 16..0.
+    fmt = ImageFormat("L", (8, 8), invert=True, scale=16.0)
+    return DataSource(
+        features.astype(np.float32).reshape(-1, *fmt.shape),
+        labels.astype(np.int64),
+        [str(digit) for digit in range(10)],
+        fmt.to_dict(),
+    )
+
+
+def read_image_folder(
+    path: str | Path,
+    image_size: int | tuple[int, int] | None = None,
+    color_mode: ColorMode | None = None,
+) -> DataSource:
+    """Every image of every class subfolder, decoded once at start-up (a broken file stops
+    the run now, not an hour in) and kept in memory as float32 (N, C, H, W)."""
+    root = Path(path)
+    layout = f"one subfolder per class, e.g. {root}/cat/1.png and {root}/dog/2.png"
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        raise DataError(f"data.path {root} has no class subfolders: put the images in {layout}.")
+    if len(folders) < 2:
+        raise DataError(
+            f"data.path {root} has a single class folder ({folders[0].name}): a classifier "
+            f"needs at least 2 classes, in {layout}."
+        )
+    files = {
+        folder.name: sorted(p for p in folder.iterdir() if is_image_file(p)) for folder in folders
+    }
+    for name, found in files.items():
+        if not found:
+            raise DataError(
+                f"class folder {root / name} holds no images (.png, .jpg, .jpeg, .bmp): add "
+                "some, or move the folder out of data.path."
+            )
+    first = next(iter(files.values()))[0]
+    try:
+        probed_mode, probed_size = probe(first)
+        size = _size_option(image_size) or probed_size
+        fmt = ImageFormat(color_mode or probed_mode, size)
+        features, labels, paths = [], [], []
+        for label, found in enumerate(files.values()):
+            for file in found:
+                features.append(read_image(file, fmt))
+                labels.append(label)
+                paths.append(str(file))
+    except ImageError as error:
+        raise DataError(f"{error}: replace or remove the file.") from None
+    return DataSource(
+        np.stack(features), np.asarray(labels, dtype=np.int64), list(files), fmt.to_dict(), paths
+    )
+
+
+def _size_option(image_size: int | tuple[int, int] | list[int] | None) -> tuple[int, int] | None:
+    if image_size is None:
+        return None
+    size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    if len(size) != 2 or min(size) < 1:
+        raise DataError(
+            f"data.image_size {image_size} must be a positive size: 32, or [height, width]."
+        )
+    return (int(size[0]), int(size[1]))
+
+
 def read_data_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Features (N, F) float32 and labels (N,) int64 from ``path``."""
     path = Path(path)
     if not path.is_file():
         raise DataError(
-            f"data.path {path} does not exist: give an existing file ({FORMAT_HELP}), or "
-            "leave data.path unset for the built-in digits."
+            f"data.path {path} does not exist: give an existing file ({FORMAT_HELP}) or a "
+            "folder of images in class subfolders, or leave data.path unset for the digits."
         )
     try:
         if path.suffix == ".npz":

@@ -9,6 +9,7 @@ mode) on the test split: fp32 formats must reproduce its logits within FP32_TOLE
 may lose at most INT8_MAX_ACCURACY_DROP of test accuracy. Otherwise ExportVerificationError
 names the format and the measured difference. export_report.md and summary.json get, per
 format: file size, latency at batch 1 and 256 (median, one thread), accuracy, difference.
+metadata.json beside the files records the input shape, class names and preprocessing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -51,7 +53,8 @@ class FormatReport:
 
 
 def load_model(checkpoint_path: str | Path) -> nn.Module:
-    """The plain network of a training checkpoint, read weights-only, in eval mode."""
+    """The exportable model of a training checkpoint (network and its preprocessing), read
+    weights-only, in eval mode."""
     from .module import LitClassifier
 
     read_checkpoint(checkpoint_path)  # clear errors for missing, corrupt or pickled files
@@ -61,14 +64,13 @@ def load_model(checkpoint_path: str | Path) -> nn.Module:
     return module.model.eval()
 
 
-def load_test_split(checkpoint_path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """The test split the checkpoint's run used (same data settings and split seed)."""
-    from .data import DigitsDataModule
+def load_datamodule(checkpoint_path: str | Path) -> Any:
+    """The data module the checkpoint's run used (same data settings and split seed)."""
+    from .data import ClassificationDataModule
 
-    datamodule = DigitsDataModule.load_from_checkpoint(checkpoint_path, weights_only=True)
+    datamodule = ClassificationDataModule.load_from_checkpoint(checkpoint_path, weights_only=True)
     datamodule.setup("test")
-    features, labels = datamodule.test_set.tensors
-    return features, labels
+    return datamodule
 
 
 def export_model(
@@ -84,7 +86,8 @@ def export_model(
         eager_logits = model(features)
     reports = {"eager": _measure("eager", None, model, features, labels, eager_logits)}
     for fmt in formats:
-        path = artifacts.save(model, fmt, features[:2], out_dir / artifacts.FILE_NAMES[fmt])
+        file_name = artifacts.FORMATS[fmt].file_name
+        path = artifacts.save(model, fmt, features[:2], out_dir / file_name)
         reports[fmt] = verify_artifact(fmt, path, features, labels, eager_logits)
     return reports
 
@@ -99,11 +102,11 @@ def verify_artifact(
     """Load ``path`` back and check it against the eager logits; raise if it drifted."""
     report = _measure(fmt, path, artifacts.load(path, threads=1), features, labels, eager_logits)
     eager_accuracy = _accuracy(eager_logits, labels)
-    if fmt == "int8":
+    if not artifacts.FORMATS[fmt].exact:
         drop = eager_accuracy - report.accuracy
         if drop > INT8_MAX_ACCURACY_DROP:
             raise ExportVerificationError(
-                f"int8 export {path} lost {100 * drop:.2f} points of test accuracy "
+                f"{fmt} export {path} lost {100 * drop:.2f} points of test accuracy "
                 f"({eager_accuracy:.4f} -> {report.accuracy:.4f}; at most "
                 f"{100 * INT8_MAX_ACCURACY_DROP:g} allowed): "
                 "keep the fp32 export, or quantize fewer layers."
@@ -152,7 +155,7 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 
 def batch_of(features: torch.Tensor, size: int) -> torch.Tensor:
     repeats = -(-size // len(features))  # ceil: tile a small test split up to `size` rows
-    return features.repeat(repeats, 1)[:size].contiguous()
+    return features.repeat(repeats, *[1] * (features.ndim - 1))[:size].contiguous()
 
 
 @contextlib.contextmanager
@@ -210,23 +213,41 @@ def export_checkpoint(
     checkpoint: str | Path,
     out_dir: Path,
     formats: Sequence[str] | None = None,
-    test_split: tuple[torch.Tensor, torch.Tensor] | None = None,
+    datamodule: Any = None,
 ) -> dict:
-    """Export, verify and report one checkpoint; the result goes into summary.json."""
+    """Export, verify and report one checkpoint; the result goes into summary.json.
+
+    ``datamodule``: the run's data module, set up (train.py passes its own); None reads the
+    data again with the checkpoint's data settings.
+    """
+    from .data import stack_dataset
+
     formats = artifacts.available_formats() if formats is None else list(formats)
     artifacts.check_formats(formats)
     model = load_model(checkpoint)  # first: it refuses unreadable or pickled files clearly
-    features, labels = test_split if test_split is not None else load_test_split(checkpoint)
+    datamodule = datamodule if datamodule is not None else load_datamodule(checkpoint)
+    features, labels = stack_dataset(datamodule.test_set)
     reports = export_model(model, features, labels, out_dir, formats)
     report_path = write_report(reports, checkpoint, out_dir / "export_report.md")
-    return {"report": str(report_path), "formats": {k: asdict(v) for k, v in reports.items()}}
+    metadata = artifacts.write_metadata(
+        out_dir,
+        datamodule.input_shape,
+        datamodule.class_names,
+        datamodule.preprocessing,
+        {fmt: artifacts.FORMATS[fmt].file_name for fmt in formats},
+    )
+    return {
+        "report": str(report_path),
+        "metadata": str(metadata),
+        "formats": {k: asdict(v) for k, v in reports.items()},
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--ckpt", required=True, help="a training checkpoint (.ckpt)")
     parser.add_argument("--out", type=Path, help="output folder (default: next to checkpoints/)")
-    parser.add_argument("--formats", nargs="+", choices=list(artifacts.FILE_NAMES))
+    parser.add_argument("--formats", nargs="+", choices=list(artifacts.FORMATS))
     args = parser.parse_args(argv)
     quiet_known_noise()
     out_dir = args.out or Path(args.ckpt).resolve().parent.parent / "export"

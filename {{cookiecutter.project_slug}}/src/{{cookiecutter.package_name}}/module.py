@@ -2,56 +2,68 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
-from .model import MLPClassifier
+from .model import Classifier, MLPClassifier
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class LitClassifier(L.LightningModule):
-    """Classifier trained with AdamW, linear warm-up then cosine decay, per step."""
+    """Trains any network (see model.py for the contract) with AdamW, linear warm-up then
+    cosine decay per step, around the network's own preprocessing (``Classifier``)."""
 
     def __init__(
         self,
-        in_features: int = 64,
+        net: nn.Module | None = None,
+        input_shape: tuple[int, ...] = (1, 8, 8),
         num_classes: int = 10,
-        hidden_sizes: tuple[int, ...] = (256, 256),
-        dropout: float = 0.3,
+        class_names: list[str] | None = None,
         lr: float = 3e-3,
         weight_decay: float = 1e-2,
         warmup_fraction: float = 0.05,
         label_smoothing: float = 0.1,
-        activation_checkpointing: bool = False,
+        class_prior_bias: bool = True,
     ) -> None:
         """
         Args:
-            in_features: input size; linked to the data module's ``num_features``.
+            net: the network, an ``nn.Module`` meeting the contract in model.py: in the
+                config `model.net: {class_path: ..., init_args: ...}`, or `--model.net
+                mynet.TinyNet`. None: ``MLPClassifier`` with its defaults.
+            input_shape: one sample's shape; linked to the data module's ``input_shape``.
             num_classes: output size; linked to the data module's ``num_classes``.
-            hidden_sizes: widths of the hidden ReLU layers.
-            dropout: dropout after each hidden layer.
+            class_names: one name per class; linked to the data module's ``class_names``.
             lr: peak learning rate, reached at the end of the warm-up.
-            weight_decay: AdamW decay, applied to weight matrices only.
+            weight_decay: AdamW decay, applied to weight matrices and kernels only.
             warmup_fraction: share of all optimizer steps spent warming up linearly.
             label_smoothing: training-loss smoothing; val/test report the plain loss.
-            activation_checkpointing: recompute activations in the backward pass instead of
-                storing them (for out-of-memory cases; see configs/low-memory.yaml).
+            class_prior_bias: add the log training-split class frequencies to the logits
+                (a fixed bias, in every export), so training starts from the priors.
         """
         super().__init__()
-        # Plain numbers only, never modules: checkpoints stay loadable with weights_only=True.
-        self.save_hyperparameters()
-        self.model = MLPClassifier(
-            in_features, num_classes, hidden_sizes, dropout, activation_checkpointing
-        )
+        # Plain values only: checkpoints stay loadable with weights_only=True. Built by
+        # train.py's LightningCLI, `net` is saved as its config (class_path + init_args),
+        # which load_from_checkpoint rebuilds; a network object passed in code is not
+        # saved (give it again: LitClassifier.load_from_checkpoint(path, net=...)).
+        with warnings.catch_warnings():  # "'net' is an instance of nn.Module": handled here
+            warnings.filterwarnings("ignore", message="Attribute 'net' is an instance of")
+            self.save_hyperparameters()
+        if not isinstance(self.hparams.get("net"), dict):
+            self.hparams.pop("net", None)
+        input_shape = tuple(input_shape)
+        net = MLPClassifier(input_shape, num_classes) if net is None else net
+        self.model = Classifier(net, input_shape, num_classes)
         # Lets Lightning's model summary show input/output shapes and FLOPs.
-        self.example_input_array = torch.zeros(2, in_features)
+        self.example_input_array = torch.zeros(2, *input_shape)
         # Every metric state here is a sum, so DDP processes sync it with one all_reduce.
         summed = {"dist_sync_fn": all_reduce_sum}
         self.train_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
@@ -109,11 +121,14 @@ class LitClassifier(L.LightningModule):
         }
 
     def setup(self, stage: str) -> None:
-        """Fit starts from the data: training-split input statistics and class priors."""
+        """Fit starts from the data: training-split input statistics and class priors.
+
+        (On a resume the checkpoint's values replace these right after.)"""
         datamodule = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and hasattr(datamodule, "input_stats"):
-            self.model.set_input_stats(*datamodule.input_stats())
-            self.model.set_class_priors(datamodule.class_priors())
+            self.model.standardize.set_stats(*datamodule.input_stats())
+            if self.hparams.class_prior_bias:
+                self.model.set_class_priors(datamodule.class_priors())
 
     def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
         x, y = batch

@@ -47,14 +47,16 @@ class MetricHistory(L.Callback):
         ]
 
 
-def write_plots(trainer: L.Trainer, confusion: torch.Tensor | None) -> dict[str, str]:
+def write_plots(
+    trainer: L.Trainer, confusion: torch.Tensor | None, class_names: Sequence[str] | None = None
+) -> dict[str, str]:
     """Both plots into the run directory (rank zero only); returns {name: path}."""
     directory = run_dir(trainer)
     history = next((c.history for c in trainer.callbacks if isinstance(c, MetricHistory)), [])
     written = {
         "curves": write_curves(history, directory / "curves.png"),
         "confusion_matrix": (
-            write_confusion_matrix(confusion, directory / "confusion_matrix.png")
+            write_confusion_matrix(confusion, directory / "confusion_matrix.png", class_names)
             if confusion is not None and confusion.sum() > 0
             else None
         ),
@@ -87,8 +89,11 @@ def write_curves(history: Sequence[dict[str, float]], path: Path) -> Path | None
     return path
 
 
-def write_confusion_matrix(confusion: torch.Tensor, path: Path) -> Path:
-    """Test-split confusion matrix (rows: true class, columns: predicted), with counts."""
+def write_confusion_matrix(
+    confusion: torch.Tensor, path: Path, class_names: Sequence[str] | None = None
+) -> Path:
+    """Test-split confusion matrix (rows: true class, columns: predicted), with counts and
+    the class names (counts only beyond 30 classes, where they stop being readable)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,7 +108,15 @@ def write_confusion_matrix(confusion: torch.Tensor, path: Path) -> Path:
             message=r"__array__ implementation doesn't accept a copy",
             category=DeprecationWarning,
         )
-        figure, ax = plot_confusion_matrix(confusion.cpu(), add_text=True)
+        classes = len(confusion)
+        size = max(6.4, 0.45 * classes)  # inches: room for the names of many classes
+        figure, ax = plt.subplots(figsize=(size, size), constrained_layout=True)
+        figure, ax = plot_confusion_matrix(
+            confusion.cpu(),
+            ax=ax,
+            add_text=classes <= 30,
+            labels=list(class_names) if class_names else None,
+        )
     ax.set_title(f"test split: {int(confusion.trace())} of {int(confusion.sum())} correct")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)

@@ -88,8 +88,16 @@ def quiet_known_noise() -> None:
     # are in-memory tensors, for which workers are slower (see data.default_num_workers).
     warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
     # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info,
-    # and a note on our own call to trainer.estimated_stepping_batches (the LR schedule).
-    noise = _DropMessages("💡 Tip:", "to estimate number of stepping batches")
+    # a note on our own call to trainer.estimated_stepping_batches (the LR schedule), the
+    # rote "GPU/TPU available" lines (describe_run says what runs instead), and the note that
+    # our NetworkSummary replaces Lightning's default summary.
+    noise = _DropMessages(
+        "💡 Tip:",
+        "to estimate number of stepping batches",
+        "GPU available: ",
+        "TPU available: ",
+        "Trainer already configured with model summary callbacks",
+    )
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(noise)
 
@@ -148,3 +156,28 @@ def _reachable(url: str, timeout_s: float) -> bool:
     thread.start()
     thread.join(timeout_s)
     return bool(answered)
+
+
+def describe_run(trainer: Any, module: Any, datamodule: Any) -> str:
+    """One line, first of every run (rank zero): what trains on what, where and how."""
+    network = getattr(getattr(module, "model", None), "net", module)
+    parameters = sum(p.numel() for p in network.parameters())
+    data = datamodule.hparams.get("path") or "the built-in digits"
+    device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
+    processes = trainer.world_size
+    where = (
+        f"{processes} processes"
+        if processes > 1
+        else f"1 process x {torch.get_num_threads()} threads"
+    )
+    sizes = "/".join(
+        str(len(i)) for i in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx)
+    )
+    line = (
+        f"training {type(network).__name__} ({parameters:,} parameters) on {data}: {sizes} "
+        f"train/val/test samples of shape {tuple(datamodule.input_shape)}, "
+        f"{datamodule.num_classes} classes; {device}, {where}, precision {trainer.precision}"
+    )
+    if trainer.is_global_zero:
+        log.info(line)
+    return line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ def build_summary(
     wall_time_s: float,
     exported: dict[str, Any] | None = None,
     plots: dict[str, str] | None = None,
+    predict_inputs: str = "INPUTS",
 ) -> dict[str, Any]:
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
@@ -63,9 +65,11 @@ def build_summary(
             "last_checkpoint": _last_checkpoint(trainer),
             "logs": _log_dir(trainer),
             "export_report": exported["report"] if exported else None,
+            "export_metadata": exported["metadata"] if exported else None,
             "plots": plots or {},
         },
         "view_logs": how_to_view_logs(trainer),
+        "predict_inputs": predict_inputs,
         "export": exported["formats"] if exported else {},
     }
 
@@ -129,8 +133,25 @@ def format_summary(summary: dict[str, Any]) -> str:
     exported = {name: report for name, report in summary["export"].items() if report["path"]}
     if exported:
         lines.append(f"exports ({', '.join(exported)}), verified: {paths['export_report']}")
-        artifact = next(r["path"] for r in exported.values() if r["path"].endswith(".pt"))
-        lines.append(
-            f"predict: python predict.py {artifact} INPUTS  (.npy of raw 8x8 pixels, or images)"
-        )
+        # The fastest exact format that was written: any of them predicts the same classes.
+        preferred = [fmt for fmt in PREDICT_PREFERENCE if fmt in exported] or list(exported)
+        artifact = exported[preferred[0]]["path"]
+        lines.append(f"predict: python predict.py {artifact} {summary['predict_inputs']}")
     return "\n".join(lines)
+
+
+PREDICT_PREFERENCE = ("torch.export", "torchscript", "onnx", "int8")
+
+
+def predict_inputs(
+    preprocessing: dict[str, Any], input_shape: Sequence[int], example_file: str | None
+) -> str:
+    """What predict.py takes for this data: a real file when there is one, else a placeholder
+    and what it must hold."""
+    shape = ", ".join(map(str, input_shape))
+    if preprocessing.get("kind") == "image":
+        if example_file:
+            return f"{example_file}  (any image files, or folders of them)"
+        ink = ", dark ink on light" if preprocessing.get("invert") else ""
+        return f"IMAGES  (image files or folders{ink}; or an .npy of shape (N, {shape}))"
+    return f"INPUTS  (.npy or .csv, rows of {shape} numbers without the label)"

@@ -1,0 +1,86 @@
+"""Image files to model inputs, the one conversion that training and predict.py share.
+
+Needs Pillow and numpy only (predict.py runs without Lightning). Training records its
+settings as ``ImageFormat``, in checkpoints and beside every export, so an image given to
+predict.py is converted exactly as the training images were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+ColorMode = Literal["L", "RGB"]
+
+
+class ImageError(ValueError):
+    """A file that cannot be decoded as an image; the message names it."""
+
+
+@dataclass(frozen=True)
+class ImageFormat:
+    """How a file becomes a (C, H, W) float32 array: colour mode, size (height, width),
+    and value = (255 - pixel if invert else pixel) * scale / 255."""
+
+    color_mode: ColorMode
+    size: tuple[int, int]
+    invert: bool = False
+    scale: float = 1.0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (1 if self.color_mode == "L" else 3, *self.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "image", **asdict(self), "size": list(self.size)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ImageFormat:
+        return cls(values["color_mode"], tuple(values["size"]), values["invert"], values["scale"])
+
+
+def is_image_file(path: Path) -> bool:
+    return (
+        path.is_file() and not path.name.startswith(".") and path.suffix.lower() in IMAGE_SUFFIXES
+    )
+
+
+def probe(path: Path) -> tuple[ColorMode, tuple[int, int]]:
+    """The colour mode (grayscale or RGB) and (height, width) of one image file."""
+    image = _open(path)
+    with image:
+        gray = image.mode in ("1", "L", "LA", "I", "I;16", "F")
+        return ("L" if gray else "RGB"), (image.height, image.width)
+
+
+def read_image(path: Path, fmt: ImageFormat) -> np.ndarray:
+    """(C, H, W) float32: converted to the colour mode, resized (area-averaging), scaled."""
+    from PIL import Image
+
+    image = _open(path)
+    with image:
+        try:
+            converted = image.convert(fmt.color_mode)
+            if (converted.height, converted.width) != fmt.size:
+                height, width = fmt.size
+                converted = converted.resize((width, height), Image.Resampling.BOX)
+            pixels = np.asarray(converted, dtype=np.float32)
+        except (OSError, ValueError) as error:  # truncated or corrupt pixel data
+            raise ImageError(f"cannot read {path} as an image: {error}") from None
+    if fmt.invert:
+        pixels = 255.0 - pixels
+    pixels = pixels * (fmt.scale / 255.0)
+    return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # (C, H, W)
+
+
+def _open(path: Path) -> Any:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        return Image.open(path)
+    except (OSError, UnidentifiedImageError) as error:
+        raise ImageError(f"cannot read {path} as an image: {error}") from None
