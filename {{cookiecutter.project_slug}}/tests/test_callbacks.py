@@ -17,7 +17,6 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.callbacks import (
     GradientMonitor,
-    LastCheckpoint,
     MemoryMonitor,
     NonFiniteError,
     RandomState,
@@ -25,10 +24,18 @@ from {{ cookiecutter.package_name }}.callbacks import (
     collect_rng_states,
     restore_rng_states,
 )
-from {{ cookiecutter.package_name }}.data import DigitsDataModule
+from {{ cookiecutter.package_name }}.checkpoints import LastCheckpoint
+from {{ cookiecutter.package_name }}.data import ClassificationDataModule
+from {{ cookiecutter.package_name }}.model import MLPClassifier
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
 from .conftest import Run
+from .networks import KINDS, make_net
+
+
+def mlp(*hidden_sizes: int) -> MLPClassifier:
+    return MLPClassifier(hidden_sizes=hidden_sizes)
+
 
 CALLBACKS_LOGGER = "{{ cookiecutter.package_name }}.callbacks"
 
@@ -41,11 +48,13 @@ def fit(
     extra_callbacks: tuple[L.Callback, ...] = (),
     guards: tuple[L.Callback, ...] | None = None,
     ckpt_path: str | None = None,
+    kind: str | None = None,
     **trainer_args,
 ) -> tuple[LitClassifier, L.Trainer]:
-    """Seed, build and fit like train.py does, with a small model and an every-epoch last.ckpt."""
+    """Seed, build and fit like train.py does, with a small model (one of networks.KINDS, or
+    an MLP of width 64) and an every-epoch last.ckpt."""
     L.seed_everything(42, workers=True, verbose=False)
-    module = module or LitClassifier(hidden_sizes=(64,))
+    module = module or LitClassifier(net=make_net(kind) if kind else mlp(64))
     trainer = L.Trainer(
         max_epochs=epochs,
         accelerator="cpu",
@@ -66,7 +75,8 @@ def fit(
         ],
         **trainer_args,
     )
-    trainer.fit(module, datamodule=DigitsDataModule(num_workers=workers), ckpt_path=ckpt_path)
+    datamodule = ClassificationDataModule(num_workers=workers)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return module, trainer
 
 
@@ -101,23 +111,27 @@ def test_same_seed_gives_bit_identical_weights(tmp_path: Path, workers: int) -> 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty")
-def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path: Path) -> None:
-    uninterrupted, _ = fit(tmp_path / "full", epochs=4)
+@pytest.mark.parametrize("kind", KINDS)
+def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path: Path, kind: str) -> None:
+    short = {"limit_train_batches": 5, "limit_val_batches": 2, "kind": kind}
+    uninterrupted, _ = fit(tmp_path / "full", epochs=4, **short)
 
-    fit(tmp_path / "part", epochs=4, extra_callbacks=(StopAfterEpoch(1),))
+    fit(tmp_path / "part", epochs=4, extra_callbacks=(StopAfterEpoch(1),), **short)
     last = tmp_path / "part" / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["epoch"] == 1
-    resumed, trainer = fit(tmp_path / "part", epochs=4, ckpt_path=str(last))
+    resumed, trainer = fit(tmp_path / "part", epochs=4, ckpt_path=str(last), **short)
     assert trainer.current_epoch == 4
     assert same_weights(resumed, uninterrupted)
-
+    if kind != "mlp":
+        return
     # Without the saved RNG states the resumed run shuffles, drops out and augments differently.
-    fit(tmp_path / "bare", epochs=4, extra_callbacks=(StopAfterEpoch(1),), guards=())
+    fit(tmp_path / "bare", epochs=4, extra_callbacks=(StopAfterEpoch(1),), guards=(), **short)
     bare, _ = fit(
         tmp_path / "bare",
         epochs=4,
         ckpt_path=str(tmp_path / "bare/checkpoints/last.ckpt"),
         guards=(),
+        **short,
     )
     assert not same_weights(bare, uninterrupted)
 
@@ -185,7 +199,7 @@ class PlainListLayers(LitClassifier):
     """The classic bug: extra layers in a Python list are used but never registered."""
 
     def __init__(self) -> None:
-        super().__init__(hidden_sizes=(32,))
+        super().__init__(net=mlp(32))
         self.extra_layers = [nn.Linear(10, 10)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -194,7 +208,7 @@ class PlainListLayers(LitClassifier):
 
 class UnusedBranch(LitClassifier):
     def __init__(self) -> None:
-        super().__init__(hidden_sizes=(32,))
+        super().__init__(net=mlp(32))
         self.auxiliary_head = nn.Linear(32, 10)  # registered, never called in forward
 
 
@@ -233,7 +247,7 @@ def test_default_model_triggers_no_guard(tmp_path: Path, caplog: pytest.LogCaptu
 
 class NaNAtStep(LitClassifier):
     def __init__(self, bad_step: int) -> None:
-        super().__init__(hidden_sizes=(32,))
+        super().__init__(net=mlp(32))
         self.bad_step = bad_step
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -252,7 +266,7 @@ class InfGradientAtStep(LitClassifier):
     """A finite loss whose gradients overflow at one step, as exploding gradients do."""
 
     def __init__(self, bad_step: int) -> None:
-        super().__init__(hidden_sizes=(32,))
+        super().__init__(net=mlp(32))
         self.bad_step = bad_step
 
     def on_after_backward(self) -> None:
@@ -286,7 +300,7 @@ class KeepsLossGraphs(LitClassifier):
     """The classic leak: a diagnostic loss stored with its graph, which is never freed."""
 
     def __init__(self) -> None:
-        super().__init__(hidden_sizes=(1024, 1024))
+        super().__init__(net=mlp(1024, 1024))
         self.history: list[torch.Tensor] = []
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -327,7 +341,7 @@ def test_gradient_norms_and_memory_reach_the_logger(tmp_path: Path) -> None:
     with open(Path(logger.log_dir) / "metrics.csv") as file:
         rows = list(csv.DictReader(file))
     columns = rows[0].keys()
-    assert {"grad_2.0_norm_total", "grad_2.0_norm/model.head.weight"} <= columns
+    assert {"grad_2.0_norm_total", "grad_2.0_norm/model.net.head.weight"} <= columns
     assert {"memory/rss_mib", "memory/peak_rss_mib"} <= columns
     grad_steps = sorted({int(r["step"]) for r in rows if r["grad_2.0_norm_total"]})
     assert grad_steps[:3] == [0, 5, 10]

@@ -76,15 +76,15 @@ def test_load_weights_reports_missing_and_unexpected_keys(
     wider_head = MLPClassifier(num_classes=12)  # a new task: the head does not fit
     with caplog.at_level(logging.INFO):
         load_weights(wider_head, trained_run.summary["paths"]["best_checkpoint"])
-    assert "loaded 6 tensors" in caplog.text
+    assert "loaded 4 tensors" in caplog.text
     assert "of another shape in the checkpoint (left as initialised): head.weight, head.bias" in (
         caplog.text
     )
     same = MLPClassifier()
     load_weights(same, trained_run.summary["paths"]["best_checkpoint"])
     state = read_checkpoint(trained_run.summary["paths"]["best_checkpoint"])["state_dict"]
-    assert torch.equal(same.body[0].weight, state["model.body.0.weight"])
-    assert torch.equal(wider_head.body[0].weight, state["model.body.0.weight"])
+    assert torch.equal(same.body[0].weight, state["model.net.body.0.weight"])
+    assert torch.equal(wider_head.body[0].weight, state["model.net.body.0.weight"])
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from {{ cookiecutter.package_name }}.data import DigitsDataModule
+from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
 
 from .conftest import run_training, run_until_exit
@@ -59,11 +59,16 @@ def test_bad_data_files_are_named_with_the_fix(tmp_path: Path, make, message: st
     assert str(path) in str(error.value)
 
 
-def test_image_augmentation_on_non_image_data_is_refused(tmp_path: Path) -> None:
+def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: Path) -> None:
     path = write_npz(tmp_path / "d.npz", *blobs())
+    data = ClassificationDataModule(path=str(path))
+    assert data.shift_prob == 0 and data.input_shape == (5,)
+    assert data.class_names == ["0", "1", "2"]
+    assert data.preprocessing == {"kind": "features"}
+    mean, std = data.input_stats()
+    assert mean.shape == std.shape == (5,), "flat features: one mean and std per feature"
     with pytest.raises(DataError, match=r"set --data\.shift_prob 0"):
-        DigitsDataModule(path=str(path))
-    assert DigitsDataModule(path=str(path), shift_prob=0).num_features == 5
+        ClassificationDataModule(path=str(path), shift_prob=0.3)
 
 
 @pytest.mark.parametrize(
@@ -91,12 +96,13 @@ def test_own_data_file_trains_without_code_changes(tmp_path: Path) -> None:
     path = write_npz(tmp_path / "blobs.npz", *blobs())
     run = run_training(
         tmp_path,
-        *("--data.path", str(path), "--data.shift_prob", "0", "--data.batch_size", "16"),
+        *("--data.path", str(path), "--data.batch_size", "16"),
         *("--trainer.max_epochs", "10", "--trainer.log_every_n_steps", "5"),
         *("--export.formats", "[torchscript]"),
     )
     assert run.summary["metrics"]["test/acc"] >= 0.9  # three separated blobs
     assert run.summary["export"]["torchscript"]["accuracy"] >= 0.9
+    assert "rows of 5 numbers without the label" in run.stdout.splitlines()[-2]
 
 
 def _write(path: Path, text: str) -> Path:

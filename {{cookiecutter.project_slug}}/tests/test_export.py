@@ -17,31 +17,42 @@ from {{ cookiecutter.package_name }}.export import (
     export_model,
     verify_artifact,
 )
-from {{ cookiecutter.package_name }}.model import MLPClassifier
+from {{ cookiecutter.package_name }}.model import Classifier
 
-from .conftest import Run, run_until_exit
+from .conftest import Run, run_training, run_until_exit
+from .networks import KINDS, make_net
 from .test_checkpoints import Payload
 
 FORMATS = artifacts.available_formats()
+SHAPE = (1, 8, 8)
 
 
-@pytest.fixture(scope="module")
-def model_and_data() -> tuple[MLPClassifier, torch.Tensor, torch.Tensor]:
-    """A small model with non-trivial input statistics, and labels it mostly gets right."""
+@pytest.fixture(scope="module", params=KINDS)
+def model_and_data(request: pytest.FixtureRequest) -> tuple[Classifier, torch.Tensor, torch.Tensor]:
+    """A small model of each network kind, with non-trivial input statistics and class
+    priors, and labels it mostly gets right."""
     torch.manual_seed(0)
-    model = MLPClassifier(in_features=16, num_classes=4, hidden_sizes=(32,), dropout=0.5)
-    features = torch.rand(300, 16) * 16
-    model.set_input_stats(features.mean(0), features.std(0))
-    torch.nn.init.normal_(model.head.weight)  # clear margins, as a trained model has
+    model = Classifier(make_net(request.param, SHAPE, 4), SHAPE, 4)
+    features = torch.rand(300, *SHAPE) * 16
+    model.standardize.set_stats(features.mean().view(1), features.std().view(1))
+    model.set_class_priors(torch.tensor([0.4, 0.3, 0.2, 0.1]))
+    last = [m for m in model.net.modules() if isinstance(m, torch.nn.Linear)][-1]
+    torch.nn.init.normal_(last.weight)  # clear margins, as a trained model has
     with torch.no_grad():
         top2 = model.eval()(features).topk(2, dim=-1)
     clear = top2.values[:, 0] - top2.values[:, 1] > 1.0  # no near-ties for int8 to flip
     return model, features[clear], top2.indices[clear, 0]
 
 
-def test_every_format_name_has_a_file_name() -> None:
-    assert set(typing.get_args(artifacts.Format)) == set(artifacts.FILE_NAMES)
+def test_every_format_is_one_record() -> None:
+    assert set(typing.get_args(artifacts.Format)) == set(artifacts.FORMATS)
     assert {"torchscript", "int8", "torch.export"} <= set(FORMATS)
+    names = [fmt.file_name for fmt in artifacts.FORMATS.values()]
+    assert len(set(names)) == len(names)
+    for fmt in artifacts.FORMATS.values():  # a file's format follows from its name
+        assert artifacts.format_of(Path("any") / fmt.file_name) is fmt
+    with pytest.raises(ValueError, match="unknown model file type"):
+        artifacts.format_of("model.h5")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -49,7 +60,9 @@ def test_each_format_round_trips_from_disk_with_any_batch_size(
     fmt: str, model_and_data, tmp_path: Path
 ) -> None:
     model, features, _ = model_and_data
-    path = artifacts.save(model.train(), fmt, features[:2], tmp_path / artifacts.FILE_NAMES[fmt])
+    path = artifacts.save(
+        model.train(), fmt, features[:2], tmp_path / artifacts.FORMATS[fmt].file_name
+    )
     loaded = artifacts.load(path)
     with torch.inference_mode():
         expected = model.eval()(features)
@@ -81,7 +94,7 @@ def test_tampered_torchscript_fails_verification(model_and_data, tmp_path: Path)
     with artifacts.chosen_deprecated_apis():
         scripted = torch.jit.load(str(path))
         with torch.no_grad():
-            scripted.head.bias.add_(0.01)  # a small edit to the file's weights
+            scripted.log_prior.add_(0.01)  # a small edit to the file's numbers
         torch.jit.save(scripted, str(path))
     with torch.inference_mode():
         eager_logits = model.eval()(features)
@@ -94,7 +107,7 @@ def test_int8_that_loses_accuracy_fails_verification(
 ) -> None:
     model, features, labels = model_and_data
     path = artifacts.save(model, "int8", features[:2], tmp_path / "model.int8.pt")
-    broken = torch.zeros(len(features), 4)  # always class 0
+    broken = torch.nn.functional.one_hot((labels + 1) % 4, 4).float()  # always wrong
     monkeypatch.setattr(
         export.artifacts, "load", lambda *args, **kwargs: lambda x: broken[: len(x)]
     )
@@ -111,7 +124,7 @@ def test_truncated_artifact_fails_to_load_with_a_clear_message(
 ) -> None:
     model, features, _ = model_and_data
     for fmt in ("torchscript", "torch.export"):
-        path = artifacts.save(model, fmt, features[:2], tmp_path / artifacts.FILE_NAMES[fmt])
+        path = artifacts.save(model, fmt, features[:2], tmp_path / artifacts.FORMATS[fmt].file_name)
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
         with pytest.raises(ValueError, match=r"cannot load .* export it again"):
             artifacts.load(path)
@@ -150,6 +163,25 @@ def test_train_exports_the_best_checkpoint_and_reports(trained_run: Run) -> None
     assert sizes["int8"] < 0.6 * sizes["torchscript"]  # int8 weights, except the first layer
     assert "speed-up at 256" in table
     assert "predict: python predict.py" in trained_run.stdout
+    metadata = json.loads(Path(summary["paths"]["export_metadata"]).read_text())
+    assert metadata["input_shape"] == [1, 8, 8]
+    assert metadata["class_names"] == [str(digit) for digit in range(10)]
+    assert metadata["preprocessing"]["kind"] == "image"
+    assert metadata["files"] == {fmt: artifacts.FORMATS[fmt].file_name for fmt in FORMATS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_train_exports_a_single_format(tmp_path: Path, fmt: str) -> None:
+    """Each format alone: exported, verified, reported, and named on the predict: line."""
+    run = run_training(tmp_path, "--trainer.max_epochs", "4", "--export.formats", f"[{fmt}]")
+    assert list(run.summary["export"]) == ["eager", fmt]
+    exported = sorted(p.name for p in (tmp_path / "runs").rglob("model.*"))
+    assert exported == [artifacts.FORMATS[fmt].file_name]
+    predict_line = run.stdout.splitlines()[-2]
+    assert predict_line.startswith(
+        f"predict: python predict.py {run.summary['export'][fmt]['path']} "
+    )
 
 
 @pytest.mark.slow

@@ -2,19 +2,32 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.model import MLPClassifier
+from {{ cookiecutter.package_name }}.model import Classifier, ConvClassifier, MLPClassifier, Standardize
+
+from .networks import KINDS, make_net
 
 
-def test_output_shape() -> None:
-    model = MLPClassifier(in_features=64, num_classes=10, hidden_sizes=(32, 16))
-    assert model(torch.randn(5, 64)).shape == (5, 10)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("input_shape", [(1, 8, 8), (3, 16, 12)], ids=["gray-8x8", "rgb-16x12"])
+def test_every_network_maps_a_batch_to_logits(kind: str, input_shape: tuple[int, ...]) -> None:
+    net = make_net(kind, input_shape, num_classes=7)
+    assert net(torch.randn(5, *input_shape)).shape == (5, 7)
+    assert net(torch.randn(1, *input_shape)).shape == (1, 7), "a single sample works too"
 
 
-def test_every_parameter_receives_a_gradient() -> None:
-    model = MLPClassifier(hidden_sizes=(32, 32), dropout=0.0)
-    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 64)), torch.arange(8))
+def test_mlp_takes_flat_features_and_the_cnn_refuses_them() -> None:
+    assert MLPClassifier((13,), 3)(torch.randn(4, 13)).shape == (4, 3)
+    with pytest.raises(ValueError, match=r"ConvClassifier takes images \(C, H, W\)"):
+        ConvClassifier((13,), 3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_parameter_receives_a_gradient(kind: str) -> None:
+    model = Classifier(make_net(kind), (1, 8, 8), 10)
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.arange(8))
     loss.backward()
     for name, parameter in model.named_parameters():
         assert parameter.grad is not None, f"{name} received no gradient"
@@ -28,20 +41,35 @@ def test_hidden_layers_are_registered() -> None:
     assert sum(p.numel() for p in model.parameters()) == 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10
 
 
-def test_standardize_uses_given_statistics_and_only_centres_constant_features() -> None:
-    model = MLPClassifier(in_features=3)
-    model.set_input_stats(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 4.0, 0.0]))
-    out = model.standardize(torch.tensor([[3.0, 2.0, 5.0]]))
+def test_standardize_per_feature_and_only_centres_constant_features() -> None:
+    standardize = Standardize((3,))
+    standardize.set_stats(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2.0, 4.0, 0.0]))
+    out = standardize(torch.tensor([[3.0, 2.0, 5.0]]))
     assert torch.allclose(out, torch.tensor([[1.0, 0.0, 2.0]]))
-    assert "standardize.mean" in model.state_dict(), "statistics must travel with the weights"
+
+
+def test_standardize_images_per_channel() -> None:
+    standardize = Standardize((2, 4, 4))
+    assert standardize.mean.shape == (2, 1, 1)
+    standardize.set_stats(torch.tensor([1.0, -1.0]), torch.tensor([2.0, 0.5]))
+    images = torch.stack([torch.full((4, 4), 3.0), torch.full((4, 4), 0.0)])[None]
+    out = standardize(images)
+    assert torch.equal(out[0, 0], torch.full((4, 4), 1.0))
+    assert torch.equal(out[0, 1], torch.full((4, 4), 2.0))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_preprocessing_travels_with_the_weights_whatever_the_network(kind: str) -> None:
+    state = Classifier(make_net(kind), (1, 8, 8), 10).state_dict()
+    assert {"standardize.mean", "standardize.std", "log_prior"} <= state.keys()
 
 
 def test_class_priors_set_the_first_predictions() -> None:
-    model = MLPClassifier(num_classes=3).eval()
+    model = Classifier(MLPClassifier(num_classes=3), (1, 8, 8), 3).eval()
     priors = torch.tensor([0.5, 0.3, 0.2])
     model.set_class_priors(priors)
     with torch.inference_mode():
-        probabilities = model(torch.randn(16, 64)).softmax(dim=-1)
+        probabilities = model(torch.randn(16, 1, 8, 8)).softmax(dim=-1)
     assert torch.allclose(probabilities.mean(dim=0), priors, atol=0.02)
 
 
@@ -68,7 +96,7 @@ def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients
         hidden_sizes=(32, 32, 32), dropout=0.3, activation_checkpointing=True
     )
     checkpointed.load_state_dict(plain.state_dict())
-    x = torch.randn(16, 64)
+    x = torch.randn(16, 1, 8, 8)
     gradients, linear_calls = [], []
     for model in (plain, checkpointed):
         calls: list[int] = []
@@ -85,3 +113,15 @@ def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients
         assert torch.equal(grad, gradients[1][name]), name
     with torch.no_grad():  # evaluation (and export) never checkpoint
         assert torch.equal(checkpointed.eval()(x), plain.eval()(x))
+
+
+def test_cnn_activation_checkpointing_gives_the_same_gradients() -> None:
+    torch.manual_seed(0)
+    plain = ConvClassifier(channels=(8, 16), dropout=0.0)
+    checkpointed = ConvClassifier(channels=(8, 16), dropout=0.0, activation_checkpointing=True)
+    checkpointed.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 1, 8, 8)
+    for model in (plain, checkpointed):
+        model.train()(x).square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), checkpointed.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)

@@ -8,11 +8,40 @@ from torchmetrics.utilities.data import dim_zero_sum
 
 from {{ cookiecutter.package_name }}.module import LitClassifier, all_reduce_sum, check_batch
 
+from .networks import KINDS, make_net
 
-def test_hyperparameters_are_plain_values() -> None:
-    module = LitClassifier()
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hyperparameters_are_plain_values_whatever_the_network(kind: str) -> None:
+    """A network object is never pickled into the hyper-parameters (weights-only loading)."""
+    module = LitClassifier(net=make_net(kind))
+    assert "net" not in module.hparams
     for key, value in module.hparams.items():
         assert isinstance(value, (int, float, str, bool, tuple, list, type(None))), key
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(kind: str) -> None:
+    module = LitClassifier(net=make_net(kind), input_shape=(1, 8, 8), num_classes=10)
+    module.log = lambda *args, **kwargs: None  # no Trainer here
+    x, y = torch.rand(6, 1, 8, 8) * 16, torch.arange(6)
+    loss = module.training_step((x, y), 1)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None for p in module.model.net.parameters())
+    assert module(x).shape == (6, 10)
+
+
+def test_class_prior_bias_can_be_turned_off() -> None:
+    datamodule = SimpleNamespace(
+        input_stats=lambda: (torch.zeros(1), torch.ones(1)),
+        class_priors=lambda: torch.full((10,), 0.1),
+    )
+    for enabled, expected in ((True, torch.full((10,), 0.1).log()), (False, torch.zeros(10))):
+        module = LitClassifier(class_prior_bias=enabled)
+        module.trainer = SimpleNamespace(datamodule=datamodule)
+        module.setup("fit")
+        torch.testing.assert_close(module.model.log_prior, expected)
 
 
 def test_learning_rate_warms_up_then_decays_to_zero() -> None:
@@ -53,7 +82,7 @@ def test_bad_label_batches_fail_with_the_fix(
     labels: torch.Tensor, error: type, message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        check_batch(torch.zeros(4, 64), labels)
+        check_batch(torch.zeros(4, 1, 8, 8), labels)
 
 
 def test_integer_inputs_fail_with_the_fix() -> None:

@@ -91,7 +91,7 @@ def test_low_memory_preset_accumulates_and_recomputes(tmp_path: Path) -> None:
         *("--trainer.log_every_n_steps", "1"),
     )
     assert trainer.global_step == 2  # 8 batches of 16, one optimizer step per 4
-    assert trainer.lightning_module.model.activation_checkpointing
+    assert trainer.lightning_module.model.net.activation_checkpointing
     assert torch.isfinite(trainer.callback_metrics["train/loss"])
 
 

@@ -15,6 +15,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from {{ cookiecutter.package_name }}.checkpoints import AtomicCheckpointIO
 from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
+from {{ cookiecutter.package_name }}.model import ConvClassifier
 
 from .conftest import CONFIGS, build, run_until_exit
 
@@ -32,6 +33,7 @@ EXPECTED = {
     "debug": (CPUAccelerator, SingleDeviceStrategy, "32-true", 1, 1),
     "reproducible": (CPUAccelerator, SingleDeviceStrategy, "32-true", 1, 1),
     "low-memory": (CPUAccelerator, SingleDeviceStrategy, "32-true", 1, 1),
+    "cnn": (CPUAccelerator, SingleDeviceStrategy, "32-true", 1, 1),
 }
 NEEDS_GPU = {"gpu", "16-mixed", "ddp", "multi-node"}
 
@@ -110,7 +112,7 @@ def test_preset_builds_its_trainer_and_keeps_the_defaults(
         assert cli.config.seed_everything == 42
     if name == "low-memory":
         assert trainer.accumulate_grad_batches == 4
-        assert cli.model.model.activation_checkpointing
+        assert cli.model.model.net.activation_checkpointing
 
 
 def test_presets_stack_in_order(tmp_path: Path, mocked_gpus: None) -> None:
@@ -160,3 +162,28 @@ def test_impossible_device_count_and_precisions_are_refused(mocked_gpus: None) -
 def test_fp16_on_the_cpu_is_refused_instead_of_silently_becoming_bf16() -> None:
     with pytest.raises(HardwareError, match="16-mixed needs a GPU"):
         check_hardware("cpu", 1, "16-mixed", ["--trainer.precision 16-mixed"])
+
+
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"cnn"}))
+@pytest.mark.filterwarnings("ignore:.*GradScaler is enabled, but CUDA is not available")
+def test_the_cnn_preset_stacks_with_every_other_preset(
+    name: str, tmp_path: Path, restore_torch_flags: None, request: pytest.FixtureRequest
+) -> None:
+    if name in NEEDS_GPU and not torch.cuda.is_available():
+        request.getfixturevalue("mocked_gpus")
+    (tmp_path / "alone").mkdir()
+    alone = build(tmp_path / "alone", "--config", str(CONFIGS / f"{name}.yaml")).config
+    orders = [[name, "cnn"], ["cnn", name]] if name in ("debug", "low-memory") else [[name, "cnn"]]
+    for order in orders:
+        args = [arg for preset in order for arg in ("--config", str(CONFIGS / f"{preset}.yaml"))]
+        (tmp_path / "-".join(order)).mkdir()
+        cli = build(tmp_path / "-".join(order), *args)
+        assert type(cli.model.model.net) is ConvClassifier, order
+        assert cli.config.trainer == alone.trainer, f"{order}: the other preset's Trainer holds"
+        net_args = cli.config.model.net.init_args
+        if name == "low-memory":  # the preset's setting reaches the CNN in either order
+            assert (
+                net_args.activation_checkpointing and cli.model.model.net.activation_checkpointing
+            )
+        if name == "debug":
+            assert net_args.dropout == 0.0

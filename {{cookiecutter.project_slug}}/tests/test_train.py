@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.data import DigitsDataModule
+from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
-from .conftest import Run, run_training, run_until_exit
+from .conftest import Run, build, run_training, run_until_exit
+from .networks import KINDS, net_args
 
 
 def test_fast_dev_run_smoke(tmp_path) -> None:
@@ -37,9 +38,9 @@ def test_best_checkpoint_loads_weights_only_and_reproduces_test_accuracy(trained
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     assert "state_dict" in checkpoint and "hyper_parameters" in checkpoint
     model = LitClassifier.load_from_checkpoint(path, map_location="cpu").eval()
-    datamodule = DigitsDataModule(num_workers=0)
+    datamodule = ClassificationDataModule(num_workers=0)
     datamodule.setup("test")
-    x, y = datamodule.test_set.tensors
+    x, y = stack_dataset(datamodule.test_set)
     with torch.inference_mode():
         accuracy = (model(x).argmax(dim=-1) == y).float().mean().item()
     assert accuracy == pytest.approx(trained_run.summary["metrics"]["test/acc"], abs=1e-6)
@@ -49,6 +50,7 @@ def test_print_config_shows_the_resolved_configuration(tmp_path) -> None:
     result = run_until_exit(tmp_path, "--print_config", "--trainer.max_epochs", "3")
     assert result.code == 0
     assert "max_epochs: 3" in result.stdout
+    assert "class_path: {{ cookiecutter.package_name }}.model.MLPClassifier" in result.stdout
     assert "hidden_sizes:" in result.stdout
 
 
@@ -56,3 +58,50 @@ def test_unknown_option_is_refused(tmp_path) -> None:
     result = run_until_exit(tmp_path, "--trainer.max_epochz", "3")
     assert result.code != 0
     assert "max_epochz" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_any_network_trains_tests_exports_and_reloads_from_its_checkpoint(
+    tmp_path, kind: str
+) -> None:
+    """Chosen on the command line only (the user's network lives in tests/, not in src/)."""
+    run = run_training(tmp_path, *net_args(kind), "--trainer.max_epochs", "3")
+    summary = run.summary
+    assert summary["metrics"]["test/acc"] > 0.5
+    assert set(summary["export"]) >= {"eager", "torchscript", "int8", "torch.export"}
+    # The checkpoint names its network: it reloads weights-only, with no argument.
+    path = summary["paths"]["best_checkpoint"]
+    hyper_parameters = torch.load(path, weights_only=True)["hyper_parameters"]
+    assert hyper_parameters["net"]["class_path"].endswith(net_args(kind)[1].rsplit(".", 1)[1])
+    assert hyper_parameters["net"]["init_args"]["input_shape"] == (1, 8, 8)
+    model = LitClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    assert type(model.model.net).__name__ == hyper_parameters["net"]["class_path"].rsplit(".")[-1]
+    eager = summary["export"]["eager"]["accuracy"]
+    assert eager == pytest.approx(summary["metrics"]["test/acc"], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("net", "message"),
+    [
+        ("torch.nn.Flatten", "must accept input_shape and num_classes"),
+        ("torch.nn.Identity", "maps a batch of shape (2, 1, 8, 8) to (2, 1, 8, 8)"),
+        ("tests.networks.nothing", "tests.networks.nothing"),
+    ],
+)
+def test_a_network_that_breaks_the_contract_is_refused_in_one_line(
+    tmp_path, net: str, message: str
+) -> None:
+    result = run_until_exit(tmp_path, "--model.net", net)
+    assert result.code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) <= 5, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) -> None:
+    cli = build(tmp_path, *net_args("cnn"), "--trainer.logger", "false")
+    assert cli.model.model.net.blocks[0][0].in_channels == 1
+    assert cli.model.model.net.head[-1].out_features == 10
+    assert cli.model.hparams.input_shape == (1, 8, 8)
+    assert cli.model.hparams.class_names == [str(digit) for digit in range(10)]

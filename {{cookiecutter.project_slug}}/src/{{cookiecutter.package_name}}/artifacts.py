@@ -133,7 +133,13 @@ def _save_program(model: nn.Module, example: torch.Tensor, path: Path) -> None:
 
 def _save_torchscript(model: nn.Module, example: torch.Tensor, path: Path) -> None:
     # Tracing records the eval-mode graph (dropout off); check_trace reruns it on `example`.
-    with chosen_deprecated_apis():
+    with chosen_deprecated_apis(), warnings.catch_warnings():
+        # torch's own F.group_norm checks a size in Python (only a batch of one value per
+        # channel fails it), which the tracer reports as a frozen branch. Scoped to torch's
+        # functional module: a frozen branch in your network's code still warns.
+        warnings.filterwarnings(
+            "ignore", category=torch.jit.TracerWarning, module=r"torch\.nn\.functional"
+        )
         torch.jit.save(torch.jit.trace(model, example), str(path))
 
 

@@ -14,7 +14,7 @@ from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
 from .module import LitClassifier
-from .network_check import NetworkError, check_network
+from .network_check import NetworkError, check_network, check_network_output
 
 # Bad input found while the CLI builds the run; train.py prints it as one line, exit code 2.
 STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError, NetworkError)
@@ -31,9 +31,18 @@ class ConciseParser(LightningArgumentParser):
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         # Union errors list every subtype tried; the None alternative and type names are noise.
-        noise = ("NoneType", "Subtypes:", "Errors:", "Given value type")
+        noise = (
+            "NoneType",
+            "Subtypes:",
+            "Errors:",
+            "Given value type",
+            "Does not validate against any of the Union subtypes",
+            "Expected a path but",
+        )
         message = "\n".join(
-            line for line in message.strip().splitlines() if not any(w in line for w in noise)
+            line
+            for line in message.strip().splitlines()
+            if line.strip() and not any(w in line for w in noise)
         )
         sys.stderr.write(
             f"error: {message}\n"
@@ -81,6 +90,12 @@ class ProjectCLI(LightningCLI):
         self.config.ckpt_path = ckpt_path
         if ckpt_path is not None:
             continue_in_checkpoint_dir(trainer.callbacks or [], Path(ckpt_path))
+
+    def instantiate_classes(self) -> None:
+        """Build model, data and Trainer, then try the network once on the data's shape."""
+        super().instantiate_classes()
+        data = self.datamodule
+        check_network_output(self.model.model.net, data.input_shape, data.num_classes)
 
     def _accelerator_source(self) -> list[str]:
         """Where the accelerator came from: a command-line flag or the --config files."""

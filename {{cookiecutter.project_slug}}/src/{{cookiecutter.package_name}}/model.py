@@ -79,7 +79,7 @@ class MLPClassifier(nn.Module):
 
     def __init__(
         self,
-        input_shape: tuple[int, ...] = (64,),
+        input_shape: tuple[int, ...] = (1, 8, 8),
         num_classes: int = 10,
         hidden_sizes: Sequence[int] = (256, 256),
         dropout: float = 0.3,

@@ -1,8 +1,10 @@
-"""Refuse, before anything is built, a network that does not meet the contract of model.py.
+"""Refuse, before training, a network that does not meet the contract of model.py.
 
 jsonargparse instantiates ``model.net`` with the keys it accepts and drops the others, so a
 network whose constructor lacks ``input_shape`` or ``num_classes`` would be built without
-them and fail later, far from the cause. This checks the class itself, in one line.
+them and fail later, far from the cause: ``check_network`` checks the class before it is
+built, ``check_network_output`` one forward pass after, each failure in one line. (An
+exception inside your forward keeps its traceback: it points into your code.)
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import importlib
 import inspect
 from typing import Any
+
+import torch
+from torch import nn
 
 REQUIRED = ("input_shape", "num_classes")
 
@@ -23,8 +28,6 @@ def check_network(net: Any) -> None:
     class_path = getattr(net, "class_path", None)
     if class_path is None:
         return
-    from torch import nn
-
     module_name, _, name = class_path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), name)
@@ -40,4 +43,23 @@ def check_network(net: Any) -> None:
             f"model.net {class_path} must accept {' and '.join(missing)} in __init__ "
             "(filled in from the data): def __init__(self, input_shape: tuple[int, ...], "
             "num_classes: int, ...). See the contract in model.py."
+        )
+
+
+def check_network_output(net: nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
+    """One batch of zeros through ``net`` (eval mode, no gradients) must give logits
+    (B, num_classes)."""
+    training = net.training
+    try:
+        with torch.no_grad():
+            out = net.eval()(torch.zeros(2, *input_shape))
+    finally:
+        net.train(training)
+    expected = (2, num_classes)
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if shape != expected:
+        raise NetworkError(
+            f"model.net {type(net).__name__} maps a batch of shape {(2, *input_shape)} to "
+            f"{shape}, expected logits of shape {expected}: its forward must return "
+            "(batch, num_classes). See the contract in model.py."
         )

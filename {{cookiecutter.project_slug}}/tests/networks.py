@@ -1,0 +1,53 @@
+"""The networks every contract test runs over: both shipped ones, small, and a user's own.
+
+``TinyUserNet`` stands for a network written in a file of the user's (here: tests/), never
+under src/: it meets the contract of model.py and nothing else, and the module, training,
+export, predict and resume must all work with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
+
+KINDS = ["mlp", "cnn", "user"]
+# As `--model.net ...` takes them: a class path and init_args.
+CLASS_PATHS = {
+    "mlp": ("{{ cookiecutter.package_name }}.model.MLPClassifier", {"hidden_sizes": [32]}),
+    "cnn": ("{{ cookiecutter.package_name }}.model.ConvClassifier", {"channels": [8, 16]}),
+    "user": ("tests.networks.TinyUserNet", {"width": 16}),
+}
+
+
+class TinyUserNet(nn.Module):
+    """A user's network: flatten, one tanh layer, logits. Not a subclass of anything ours."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, width: int = 16) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(math.prod(input_shape), width)
+        self.out = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.hidden(x.flatten(1))))
+
+
+def make_net(kind: str, input_shape: tuple[int, ...] = (1, 8, 8), num_classes: int = 10):
+    """A small network of ``kind``, built as the CLI builds it (shape and classes given)."""
+    if kind == "mlp":
+        return MLPClassifier(input_shape, num_classes, hidden_sizes=(32,))
+    if kind == "cnn":
+        return ConvClassifier(input_shape, num_classes, channels=(8, 16))
+    return TinyUserNet(input_shape, num_classes)
+
+
+def net_args(kind: str) -> list[str]:
+    """Command-line options that choose the network ``kind`` (small) for train.py."""
+    class_path, init_args = CLASS_PATHS[kind]
+    args = ["--model.net", class_path]
+    for key, value in init_args.items():
+        args += [f"--model.net.init_args.{key}", str(value)]
+    return args
