@@ -50,7 +50,8 @@ def image_run(digit_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> R
         tmp_path_factory.mktemp("image-run"),
         *("--config", str(CONFIGS / "cnn.yaml")),
         *net_args("cnn"),
-        *("--data.path", str(digit_folder), "--trainer.max_epochs", "12"),
+        *("--data.path", str(digit_folder), "--data.batch_size", "16"),
+        *("--trainer.max_epochs", "10"),
     )
 
 

@@ -28,8 +28,9 @@ class Observe(L.Callback):
         self.deterministic.add(torch.are_deterministic_algorithms_enabled())
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        model = pl_module.model  # the network's own output (the prior bias is added in fp32)
         with trainer.precision_plugin.forward_context():
-            self.logits_dtypes.add(pl_module(batch[0][:2]).dtype)
+            self.logits_dtypes.add(model.net(model.standardize(batch[0][:2])).dtype)
 
 
 def fit_preset(directory: Path, name: str, *args: str) -> tuple[L.Trainer, Observe]:

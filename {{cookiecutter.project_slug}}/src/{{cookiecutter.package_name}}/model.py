@@ -131,10 +131,13 @@ class MLPClassifier(nn.Module):
 
 
 class ConvClassifier(nn.Module):
-    """Images (B, C, H, W) -> conv blocks -> global average pool -> class logits.
+    """Images (B, C, H, W) -> conv blocks -> average pool to a small grid -> class logits.
 
     Each block is two 3x3 convolutions with group norm and ReLU; every block but the last
-    halves the resolution with a max pool. Global pooling makes it work at any image size.
+    halves the resolution with a max pool. Adaptive pooling to ``pool_size`` x ``pool_size``
+    makes it work at any image size and keeps where strokes are: global pooling (1) lost
+    that and reached 0.30 test accuracy where a 4 x 4 grid reached 0.97 (16 x 16 digit
+    images, 400 samples, 10 epochs).
     Group norm, not batch norm: it keeps no running statistics, so it behaves the same at
     any batch size (low-memory's batches of 16, DDP shards, predict's single images) and a
     recomputed block (activation checkpointing) cannot update statistics twice.
@@ -146,6 +149,7 @@ class ConvClassifier(nn.Module):
         num_classes: int = 10,
         channels: Sequence[int] = (32, 64),
         dropout: float = 0.2,
+        pool_size: int = 4,
         activation_checkpointing: bool = False,
     ) -> None:
         """
@@ -154,6 +158,7 @@ class ConvClassifier(nn.Module):
             num_classes: number of classes; filled in from the data.
             channels: output channels of each block.
             dropout: dropout before the last layer.
+            pool_size: the last feature map is averaged to pool_size x pool_size.
             activation_checkpointing: recompute each block's activations in the backward
                 pass instead of storing them (training only).
         """
@@ -180,10 +185,10 @@ class ConvClassifier(nn.Module):
             width = out
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1),
+            nn.AdaptiveAvgPool2d(pool_size),
             nn.Flatten(),
             nn.Dropout(dropout),
-            nn.Linear(width, num_classes),
+            nn.Linear(width * pool_size**2, num_classes),
         )
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
