@@ -66,7 +66,7 @@ def network(project: Path) -> torch.nn.Module:
     """The generated project's network, default size (imported, never copied)."""
     modules = import_modules(project, "model")
     torch.manual_seed(0)
-    return modules["model"].MLPClassifier(64, 10, (256, 256), 0.3)
+    return modules["model"].MLPClassifier((64,), 10, (256, 256), 0.3)
 
 
 def _ddp_worker(

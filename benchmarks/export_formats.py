@@ -31,7 +31,7 @@ def train_and_export(project: Path, width: int, epochs: int, formats: str) -> di
     command = [
         sys.executable,
         "train.py",
-        f"--model.hidden_sizes=[{width}, {width}]",
+        f"--model.net.init_args.hidden_sizes=[{width}, {width}]",
         f"--trainer.max_epochs={epochs}",
         f"--export.formats={formats}",
         "--trainer.enable_progress_bar=false",
@@ -48,7 +48,8 @@ def train_and_export(project: Path, width: int, epochs: int, formats: str) -> di
 def interleaved_latency(modules: dict, summary: dict, rounds: int) -> dict[str, dict]:
     """Median over rounds of each format's median call time; every round times every format."""
     export, artifacts = modules["export"], modules["artifacts"]
-    features, _ = export.load_test_split(summary["paths"]["best_checkpoint"])
+    datamodule = export.load_datamodule(summary["paths"]["best_checkpoint"])
+    features, _ = modules["data"].stack_dataset(datamodule.test_set)
     predictors = {"eager": export.load_model(summary["paths"]["best_checkpoint"])}
     for fmt, figures in summary["export"].items():
         if figures["path"]:
@@ -76,7 +77,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))
-        modules = import_modules(project, "export", "artifacts", "runtime")
+        modules = import_modules(project, "export", "artifacts", "data", "runtime")
         modules["runtime"].quiet_known_noise()
         print(f"machine: {machine()}; torch threads 1; {epochs} epochs; median of {rounds} rounds")
         print(

@@ -37,10 +37,12 @@ SIZES = {"default": (256, 256), "compute-bound": (2048,) * 3}  # hidden widths, 
 def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:
     """Per-epoch seconds of a plain PyTorch loop doing the project's work."""
     torch.manual_seed(42)
-    data = modules["data"].DigitsDataModule()
+    data = modules["data"].ClassificationDataModule()
     data.setup("fit")
-    model = modules["model"].MLPClassifier(data.num_features, data.num_classes, hidden, 0.3)
-    model.set_input_stats(*data.input_stats())
+    networks = modules["model"]
+    net = networks.MLPClassifier(data.input_shape, data.num_classes, hidden, 0.3)
+    model = networks.Classifier(net, data.input_shape, data.num_classes)
+    model.standardize.set_stats(*data.input_stats())
     model.set_class_priors(data.class_priors())
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -65,8 +67,8 @@ def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[fl
         model.train()
         loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
         for x, y in train_loader:
-            shifted = modules["data"].random_shift(x.view(-1, 8, 8)).view_as(x)
-            x = torch.where(torch.rand(len(x), 1) < 0.3, shifted, x)
+            shifted = modules["data"].random_shift(x)  # x: (B, 1, 8, 8)
+            x = torch.where(torch.rand(len(x), 1, 1, 1) < 0.3, shifted, x)
             logits = model(x)
             loss = F.cross_entropy(logits, y, label_smoothing=0.1)
             optimizer.zero_grad(set_to_none=True)
@@ -102,8 +104,9 @@ def bare_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[flo
         num_sanity_val_steps=0,
         callbacks=[timer],
     )
-    model = modules["module"].LitClassifier(hidden_sizes=hidden)
-    trainer.fit(model, datamodule=modules["data"].DigitsDataModule())
+    net = modules["model"].MLPClassifier(hidden_sizes=hidden)
+    model = modules["module"].LitClassifier(net=net)
+    trainer.fit(model, datamodule=modules["data"].ClassificationDataModule())
     return timer.times[1:]
 
 
@@ -116,7 +119,7 @@ def project_epochs(
             f"--trainer.max_epochs={epochs}",
             f"--trainer.default_root_dir={root}",
             f"--trainer.logger.init_args.save_dir={root}",
-            f"--model.hidden_sizes=[{', '.join(map(str, hidden))}]",
+            f"--model.net.init_args.hidden_sizes=[{', '.join(map(str, hidden))}]",
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false",
         ],
@@ -167,7 +170,7 @@ def main() -> None:
 
 
 def steps_per_epoch(modules: dict) -> int:
-    data = modules["data"].DigitsDataModule()
+    data = modules["data"].ClassificationDataModule()
     data.setup("fit")
     return len(data.train_dataloader())
 

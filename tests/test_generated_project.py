@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from sklearn.datasets import load_digits
 
 from .conftest import DEFAULT_PACKAGE, PYTHON, TEMPLATE_DIR, run
@@ -72,12 +73,135 @@ def test_install_and_default_run_as_a_user_would(bake) -> None:
         )
         assert predict.returncode == 0, predict.stderr
         assert [line.split(": ")[1][0] for line in predict.stdout.splitlines()] == ["0", "1", "2"]
+        cnn_on_the_digits_then_predict_an_image(project)
+        own_network_in_the_project_root(project)
+        own_image_folder_with_the_cnn(project)
     finally:
         run(
             [PYTHON, "-m", "pip", "uninstall", "--quiet", "--yes", "digits-classifier"], cwd=project
         )
         shutil.rmtree(project / "runs", ignore_errors=True)
     assert DEFAULT_PACKAGE in (project / "pyproject.toml").read_text()
+
+
+def train(project: Path, *args: str) -> tuple[dict, str]:
+    """`python train.py ARGS` in the installed project: its summary and its stdout."""
+    result = run([PYTHON, "train.py", *args], cwd=project)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert "Traceback" not in result.stderr and "Warning" not in result.stdout + result.stderr
+    summary_line = result.stdout.rstrip().splitlines()[-1]
+    return json.loads(Path(summary_line.removeprefix("summary: ")).read_text()), result.stdout
+
+
+def write_digit_images(folder: Path, per_class: int, size: int) -> list[tuple[Path, str]]:
+    """Digits as PNG files (dark ink on light, upscaled), in subfolders named by words."""
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    digits = load_digits()
+    written: list[tuple[Path, str]] = []
+    for index, (image, label) in enumerate(zip(digits.images, digits.target, strict=True)):
+        if sum(word == words[label] for _, word in written) == per_class:
+            continue
+        path = folder / words[label] / f"{index:04d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        gray = np.round(255 - image * 255 / 16).astype(np.uint8)
+        Image.fromarray(gray).resize((size, size), Image.Resampling.NEAREST).save(path)
+        written.append((path, words[label]))
+    return written
+
+
+def cnn_on_the_digits_then_predict_an_image(project: Path) -> None:
+    """`python train.py --config configs/cnn.yaml` as documented: >= 0.97, every format."""
+    summary, _ = train(project, "--config", "configs/cnn.yaml")
+    assert summary["metrics"]["test/acc"] >= 0.97, summary["metrics"]
+    assert list(summary["export"]) == ["eager", "torchscript", "int8", "torch.export", "onnx"]
+    [(image, _)] = [
+        (path, word)
+        for path, word in write_digit_images(project / "scans", 1, 32)
+        if word == "seven"
+    ]
+    predict = run(
+        [PYTHON, "predict.py", summary["export"]["torch.export"]["path"], str(image)], cwd=project
+    )
+    assert predict.returncode == 0, predict.stderr
+    assert predict.stdout.startswith(f"{image}: 7 ("), predict.stdout
+
+
+MY_NET = """\
+import math
+
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, width: int = 32) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Flatten(), nn.Linear(math.prod(input_shape), width), nn.Tanh(),
+            nn.Linear(width, num_classes),
+        )
+
+    def forward(self, x):
+        return self.layers(x)
+"""
+
+
+def own_network_in_the_project_root(project: Path) -> None:
+    """mynet.py beside train.py, chosen by one flag: no edit under src/."""
+    (project / "mynet.py").write_text(MY_NET)
+    before = {p: p.read_bytes() for p in (project / "src").rglob("*.py")}
+    summary, _ = train(
+        project,
+        "--model.net",
+        "mynet.TinyNet",
+        "--model.net.init_args.width",
+        "64",
+        "--trainer.max_epochs",
+        "15",
+    )
+    assert summary["metrics"]["test/acc"] >= 0.9, summary["metrics"]
+    assert {"torchscript", "int8", "torch.export", "onnx"} <= summary["export"].keys()
+    export = run(
+        [
+            PYTHON,
+            "-m",
+            f"{DEFAULT_PACKAGE}.export",
+            "--ckpt",
+            summary["paths"]["best_checkpoint"],
+            "--out",
+            str(project / "again"),
+        ],
+        cwd=project,
+    )
+    assert export.returncode == 0, export.stderr  # the checkpoint rebuilds TinyNet by itself
+    assert before == {p: p.read_bytes() for p in (project / "src").rglob("*.py")}
+
+
+def own_image_folder_with_the_cnn(project: Path) -> None:
+    """A folder of PNGs in class subfolders named by words: trained, exported, predicted."""
+    written = write_digit_images(project / "images", 40, 16)
+    summary, stdout = train(
+        project,
+        "--data.path",
+        "images",
+        "--config",
+        "configs/cnn.yaml",
+        "--data.batch_size",
+        "16",
+        "--trainer.max_epochs",
+        "12",
+    )
+    assert summary["metrics"]["test/acc"] >= 0.85, summary["metrics"]
+    predict_line = stdout.splitlines()[-2]
+    assert predict_line.startswith("predict: python predict.py "), predict_line
+    command = predict_line.removeprefix("predict: ").split("  (")[0].split()
+    assert run([PYTHON, *command[1:]], cwd=project).returncode == 0, "the printed command works"
+    artifact = summary["export"]["torch.export"]["path"]
+    sample = written[::8]
+    predict = run([PYTHON, "predict.py", artifact, *(str(p) for p, _ in sample)], cwd=project)
+    assert predict.returncode == 0, predict.stderr
+    named = [line.split(": ")[1].split(" (")[0] for line in predict.stdout.splitlines()]
+    right = sum(name == word for name, (_, word) in zip(named, sample, strict=True))
+    assert right >= 0.8 * len(sample), predict.stdout
 
 
 def test_callback_benchmark_still_runs() -> None:
