@@ -88,6 +88,18 @@ def run_until_exit(directory: Path, *args: str) -> Exit:
     return Exit(exit_info.value.code, stdout.getvalue(), stderr.getvalue())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quick_latency_figures() -> Iterator[None]:
+    """Exports are verified in full; their latency figures (50 timed calls per format and
+    batch size in a real run) take 3 calls here: the tests check they exist, not their value."""
+    from {{ cookiecutter.package_name }} import export
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export, "LATENCY_REPEATS", 3)
+        patch.setattr(export, "LATENCY_WARMUP", 1)
+        yield
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """A short but real training with the default config (25 epochs, a few seconds)."""

@@ -6,6 +6,7 @@ import csv
 import logging
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import numpy as np
@@ -18,6 +19,7 @@ from torch import nn
 from {{ cookiecutter.package_name }}.callbacks import (
     GradientMonitor,
     MemoryMonitor,
+    NetworkSummary,
     NonFiniteError,
     RandomState,
     UnusedParameterError,
@@ -347,3 +349,14 @@ def test_gradient_norms_and_memory_reach_the_logger(tmp_path: Path) -> None:
     assert grad_steps[:3] == [0, 5, 10]
     rss = [float(r["memory/rss_mib"]) for r in rows if r["memory/rss_mib"]]
     assert len(rss) >= 2 + 4 and all(value > 10 for value in rss)  # per epoch + every 10 steps
+
+
+# --- model summary --------------------------------------------------------------------
+
+
+def test_model_summary_lists_layers_not_metrics(capsys) -> None:
+    module = LitClassifier(net=make_net("cnn"))
+    trainer = SimpleNamespace(strategy=None, is_global_zero=True)
+    summary = NetworkSummary(max_depth=2)._summary(trainer, module)
+    assert summary.layer_names == ["model", "model.standardize", "model.net"]
+    assert summary.total_parameters == sum(p.numel() for p in module.parameters())

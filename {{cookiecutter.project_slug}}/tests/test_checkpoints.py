@@ -90,6 +90,7 @@ def test_load_weights_reports_missing_and_unexpected_keys(
 @pytest.mark.slow
 # A moved runs/ folder resumes too: checkpoints record relative folders.
 @pytest.mark.filterwarnings("error:The dirpath has changed")
+@pytest.mark.logger
 def test_train_resumes_from_last_in_the_same_run_folder(tmp_path: Path, trained_run: Run) -> None:
     shutil.copytree(Path(trained_run.summary["paths"]["run_dir"]).parent.parent, tmp_path / "runs")
     copied_run = tmp_path / Path(trained_run.summary["paths"]["run_dir"]).relative_to(

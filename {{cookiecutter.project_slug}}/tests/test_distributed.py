@@ -19,6 +19,7 @@ PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out
 
 @pytest.mark.slow
 @pytest.mark.parametrize("torchrun", [False, True], ids=["lightning-launcher", "torchrun"])
+@pytest.mark.logger
 def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
     tmp_path: Path, torchrun: bool
 ) -> None:

@@ -75,6 +75,7 @@ def last_checkpoint(root: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.logger
 def test_sigkilled_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path: Path) -> None:
     uninterrupted = start(tmp_path / "uninterrupted")
     killed = start(tmp_path / "killed")

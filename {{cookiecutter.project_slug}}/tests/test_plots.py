@@ -42,6 +42,7 @@ def test_history_survives_a_checkpoint_round_trip(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.logger
 def test_every_run_leaves_both_plots_listed_in_the_summary(trained_run: Run) -> None:
     plots = trained_run.summary["paths"]["plots"]
     assert set(plots) == {"curves", "confusion_matrix"}

@@ -72,6 +72,7 @@ def test_wandb_left_alone_when_offline_or_absent(online_env: pytest.MonkeyPatch)
 
 
 @pytest.mark.slow
+@pytest.mark.logger
 def test_online_wandb_run_without_a_key_finishes_offline_with_stdin_closed(
     tmp_path: Path,
 ) -> None:

@@ -1,3 +1,5 @@
+import logging
+
 import pytest
 import torch
 
@@ -8,10 +10,16 @@ from .conftest import Run, build, run_training, run_until_exit
 from .networks import KINDS, net_args
 
 
-def test_fast_dev_run_smoke(tmp_path) -> None:
-    run = run_training(tmp_path, "--trainer.fast_dev_run", "true")
+def test_fast_dev_run_smoke(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        run = run_training(tmp_path, "--trainer.fast_dev_run", "true")
     assert run.summary["global_step"] == 1
     assert "test/acc" in run.summary["metrics"]
+    # The first line says what runs, instead of Lightning's "GPU/TPU available" lines.
+    first = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training "))
+    assert first.startswith("training MLPClassifier (85,002 parameters) on the built-in digits")
+    assert "samples of shape (1, 8, 8), 10 classes; cpu, 1 process x " in first
+    assert not [r for r in caplog.records if "TPU available" in r.getMessage()]
 
 
 @pytest.mark.slow
@@ -21,6 +29,7 @@ def test_short_training_clears_the_accuracy_bar(trained_run: Run) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.logger
 def test_summary_json_records_the_run(trained_run: Run) -> None:
     summary = trained_run.summary
     assert summary["seed"] == 42

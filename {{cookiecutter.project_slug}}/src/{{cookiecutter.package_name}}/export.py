@@ -36,6 +36,7 @@ FP32_TOLERANCE = 1e-4  # max |logit difference| for fp32 formats (measured: 0 to
 INT8_MAX_ACCURACY_DROP = 0.01  # int8 may cost at most 1 point of test accuracy
 LATENCY_BATCHES = (1, 256)
 LATENCY_REPEATS = 50
+LATENCY_WARMUP = 5  # first calls allocate and (TorchScript) optimise
 
 
 class ExportVerificationError(RuntimeError):
@@ -172,7 +173,7 @@ def median_latency_ms(predict: artifacts.Predictor, batch: torch.Tensor) -> floa
     """Median wall time of one call, on one thread so formats compare fairly on any machine."""
     times = []
     with fixed_threads(1), torch.inference_mode():
-        for _ in range(5):  # warm-up: first calls allocate and (TorchScript) optimise
+        for _ in range(LATENCY_WARMUP):
             predict(batch)
         for _ in range(LATENCY_REPEATS):
             start = time.perf_counter()
