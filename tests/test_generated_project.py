@@ -56,7 +56,6 @@ def test_install_and_default_run_as_a_user_would(bake) -> None:
         assert summary_path.is_relative_to(project / "runs")
         assert summary["metrics"]["test/acc"] >= 0.97, summary["metrics"]
         assert summary["epochs"] == 60
-        assert summary["wall_time_s"] <= 60, f"training took {summary['wall_time_s']} s"
         assert Path(summary["paths"]["best_checkpoint"]).is_file()
         assert (summary_path.parent / "config.yaml").is_file(), "the run's exact config is kept"
         warnings = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out
 def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
     tmp_path: Path, torchrun: bool
 ) -> None:
-    start = time.perf_counter()
     result = run_train(
         tmp_path,
         "--config",
@@ -33,9 +31,7 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
         *PROBE,
         torchrun_processes=2 if torchrun else 0,
     )
-    elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    assert elapsed <= 60, f"2-process DDP run took {elapsed:.0f} s"
 
     ranks = [json.loads((tmp_path / "probe" / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert [r["global_rank"] for r in ranks] == [0, 1]
