@@ -85,7 +85,7 @@ def read_npy(path: Path) -> np.ndarray:
         raise InputError(
             f"{path}: expected numbers, one sample per row, got {array.dtype} {array.shape}."
         )
-    return array.astype(np.float32)
+    return finite(array.astype(np.float32), path)
 
 
 def read_csv(path: Path) -> np.ndarray:
@@ -98,7 +98,18 @@ def read_csv(path: Path) -> np.ndarray:
         table = table[1:]  # the header row
     if table.size == 0 or np.isnan(table).any():
         raise InputError(f"{path}: expected rows of numbers only (found text or empty cells).")
-    return table.astype(np.float32)
+    return finite(table.astype(np.float32), path)
+
+
+def finite(array: np.ndarray, path: Path) -> np.ndarray:
+    """``array`` if every value is finite: a NaN would come out as probability nan."""
+    bad = ~np.isfinite(array.reshape(len(array), -1)).all(axis=1)
+    if bad.any():
+        raise InputError(
+            f"{path}: sample {int(np.flatnonzero(bad)[0])} holds NaN or inf ({int(bad.sum())} "
+            "such samples): the model takes finite numbers only."
+        )
+    return array
 
 
 def read_images(paths: list[Path], image: ImageFormat | None, model: Path) -> np.ndarray:

@@ -32,7 +32,7 @@ def test_npz_and_csv_with_a_header_read_alike(tmp_path: Path) -> None:
     rows = "\n".join(",".join(map(str, [*f, y])) for f, y in zip(features, labels, strict=True))
     csv.write_text("f1,f2,f3,f4,f5,label\n" + rows + "\n")
     for path in (npz, csv):
-        got_features, got_labels = read_data_file(path)
+        got_features, got_labels, _ = read_data_file(path)
         assert got_features.dtype == np.float32 and got_labels.dtype == np.int64
         np.testing.assert_allclose(got_features, features, rtol=1e-6)
         np.testing.assert_array_equal(got_labels, labels)
@@ -49,7 +49,11 @@ def test_npz_and_csv_with_a_header_read_alike(tmp_path: Path) -> None:
         (lambda d: write_npz(d / "nan.npz", blobs()[0] * np.nan, blobs()[1]), "finite numbers"),
         (lambda d: write_npz(d / "shape.npz", blobs()[0], blobs()[1][:-1]), r"\(N, F\)"),
         (lambda d: write_npz(d / "one.npz", blobs()[0], blobs()[1] * 0), "at least 2 classes"),
-        (lambda d: _write(d / "text.csv", "a,b\n1,x\n2,y\n"), "finite numbers"),
+        (lambda d: _write(d / "text.csv", "a,b\nx,1\ny,0\n"), r"row 2, column 'a': 'x' is not"),
+        (lambda d: write_npz(d / "from1.npz", blobs()[0], blobs()[1] + 1), r"classes 0\.\.C-1"),
+        (lambda d: write_npz(d / "gap.npz", blobs()[0], blobs()[1] * 2), r"missing \[1, 3\]"),
+        (lambda d: _write(d / "ragged.csv", "1,2,0\n3,1\n"), "row 2 has 2 cells"),
+        (lambda d: _write(d / "empty.csv", "\n"), "is empty"),
     ],
 )
 def test_bad_data_files_are_named_with_the_fix(tmp_path: Path, make, message: str) -> None:
@@ -57,6 +61,39 @@ def test_bad_data_files_are_named_with_the_fix(tmp_path: Path, make, message: st
     with pytest.raises(DataError, match=message) as error:
         read_data_file(path)
     assert str(path) in str(error.value)
+
+
+IRIS_LIKE = """sepal_length,sepal_width,species,petal_length
+5.1,3.5,setosa,1.4
+7.0,3.2,versicolor,4.7
+6.3,3.3,virginica,6.0
+4.9,3.0,setosa,1.4
+"""
+
+
+def test_csv_as_published_header_and_class_names_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "iris.csv"
+    path.write_text(IRIS_LIKE)
+    # The label column is not the last one here: named by its header...
+    features, labels, names = read_data_file(path, label_column="species")
+    assert names == ["setosa", "versicolor", "virginica"]  # sorted, whatever the row order
+    assert labels.tolist() == [0, 1, 2, 0]
+    np.testing.assert_allclose(features[0], [5.1, 3.5, 1.4])
+    # ... or by its index; and without the option, the last column is the label.
+    assert read_data_file(path, label_column=2)[2] == names
+    last = tmp_path / "last.csv"
+    last.write_text("a,b,kind\n1,2,cat\n3,4,dog\n")
+    assert read_data_file(last)[2] == ["cat", "dog"]
+    with pytest.raises(DataError, match=r"'species' is not a column .* 'a', 'b', 'kind'"):
+        read_data_file(last, label_column="species")
+
+
+def test_a_class_too_small_for_every_split_is_named(tmp_path: Path) -> None:
+    features, labels = blobs()
+    labels[:2] = 3  # class 3: two samples, not enough for train, validation and test
+    path = write_npz(tmp_path / "small.npz", features, labels)
+    with pytest.raises(DataError, match=r"class '3' has 2 samples, too few"):
+        ClassificationDataModule(path=str(path))
 
 
 def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: Path) -> None:
@@ -78,6 +115,12 @@ def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: 
         (["--trainer.max_epochs", "abc"], "trainer.max_epochs"),
         (["--data.path", "missing.npz"], "data.path missing.npz does not exist"),
         (["--data.path", "broken.npz", "--data.shift_prob", "0"], "cannot read broken.npz"),
+        (["--data.batch_size", "0"], "--data.batch_size 0: must be a positive number"),
+        (["--data.val_fraction", "0.5", "--data.test_fraction", "0.5"], "leave no training"),
+        (["--data.test_fraction", "1.5"], "--data.test_fraction 1.5: must be a fraction"),
+        (["--model.lr", "-1"], "--model.lr -1.0: must be a positive learning rate"),
+        (["--trainer.max_epochs", "0"], "--trainer.max_epochs 0: must be 1 or more epochs"),
+        (["--data.num_workers", "-2"], "--data.num_workers -2: must be 0 or more"),
     ],
 )
 def test_bad_input_stops_train_in_a_few_lines_with_exit_code_2(
@@ -113,3 +156,32 @@ def _write(path: Path, text: str) -> Path:
 def _savez(path: Path, **arrays: np.ndarray) -> Path:
     np.savez(path, **arrays)
     return path
+
+
+@pytest.mark.slow
+def test_csv_with_a_header_and_text_labels_trains_and_predicts_the_names(
+    tmp_path: Path, capsys
+) -> None:
+    import predict
+
+    features, labels = blobs(samples=150)
+    names = np.array(["setosa", "versicolor", "virginica"])[labels]
+    rows = [",".join([*map(str, f), n]) for f, n in zip(features, names, strict=True)]
+    path = tmp_path / "flowers.csv"
+    path.write_text("f1,f2,f3,f4,f5,species\n" + "\n".join(rows) + "\n")
+    run = run_training(
+        tmp_path,
+        "--data.path",
+        str(path),
+        "--trainer.max_epochs",
+        "10",
+        "--export.formats",
+        "[torch.export]",
+    )
+    assert run.summary["metrics"]["test/acc"] >= 0.9
+    unlabeled = tmp_path / "new.csv"
+    unlabeled.write_text("\n".join(r.rsplit(",", 1)[0] for r in rows[:6]) + "\n")
+    capsys.readouterr()
+    predictions = predict.main([run.summary["export"]["torch.export"]["path"], str(unlabeled)])
+    assert [p.classes[0] for p in predictions] == names[:6].tolist()
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"{unlabeled}[0]: {names[0]} (")

@@ -116,6 +116,8 @@ def features_model(tmp_path: Path) -> Path:
         (lambda d: _write(d / "notes.txt", b"1 2 3"), "unknown input type"),
         (lambda d: _write(d / "text.csv", b"a,b\nx,y\n"), "rows of numbers only"),
         (lambda d: _save(d / "narrow.npy", np.zeros((2, 10))), r"shape \(64,\) .* \(2, 10\)"),
+        (lambda d: _save(d / "nan.npy", np.full((3, 64), np.nan)), "sample 0 holds NaN or inf"),
+        (lambda d: _write(d / "inf.csv", b",".join([b"1"] * 63 + [b"inf"])), "NaN or inf"),
     ],
 )
 def test_unreadable_input_is_named_with_exit_code_2(

@@ -15,9 +15,17 @@ from .data_files import DataError
 from .hardware import HardwareError, check_hardware
 from .module import LitClassifier
 from .network_check import NetworkError, check_network, check_network_output
+from .options import OptionError, check_options
 
 # Bad input found while the CLI builds the run; train.py prints it as one line, exit code 2.
-STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError, NetworkError)
+STARTUP_ERRORS = (
+    HardwareError,
+    CheckpointError,
+    DataError,
+    ExportFormatError,
+    NetworkError,
+    OptionError,
+)
 # What the network and the module learn from the data (the user never types them).
 LINKED_FROM_DATA = {
     "input_shape": ("model.input_shape", "model.net.init_args.input_shape"),
@@ -80,6 +88,7 @@ class ProjectCLI(LightningCLI):
         (A bad data file is found next, when the data module is built, still before training.)"""
         self.args = list(sys.argv[1:] if args is None else args)
         super().parse_arguments(parser, args)
+        check_options(self.config)
         trainer = self.config.trainer
         check_hardware(
             trainer.accelerator, trainer.devices, trainer.precision, self._accelerator_source()

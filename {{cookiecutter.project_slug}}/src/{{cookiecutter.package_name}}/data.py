@@ -26,24 +26,47 @@ DEFAULT_SHIFT_PROB = 0.3  # images only: share of training images shifted by one
 
 
 def split_indices(
-    labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+    labels: np.ndarray,
+    val_fraction: float,
+    test_fraction: float,
+    seed: int,
+    class_names: list[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stratified, seeded train/val/test indices: the same split on every run and rank."""
+    """Stratified, seeded train/val/test indices: the same split on every run and rank.
+
+    Raises DataError unless every class has at least one sample in every split: a class
+    missing from validation or test would be scored on nothing, one missing from training
+    could never be learnt."""
     if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise ValueError(
-            f"val_fraction={val_fraction} and test_fraction={test_fraction} must each be in "
-            "(0, 1) and sum to less than 1, e.g. 0.15 and 0.15."
+        raise DataError(
+            f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each "
+            "be in (0, 1) and sum to less than 1, e.g. 0.15 and 0.15."
         )
     indices = np.arange(len(labels))
-    rest, test = train_test_split(
-        indices, test_size=test_fraction, stratify=labels, random_state=seed
-    )
-    train, val = train_test_split(
-        rest,
-        test_size=val_fraction / (1 - test_fraction),
-        stratify=labels[rest],
-        random_state=seed,
-    )
+    try:
+        rest, test = train_test_split(
+            indices, test_size=test_fraction, stratify=labels, random_state=seed
+        )
+        train, val = train_test_split(
+            rest,
+            test_size=val_fraction / (1 - test_fraction),
+            stratify=labels[rest],
+            random_state=seed,
+        )
+    except ValueError:  # a class too small for sklearn's stratification: named below
+        train = val = test = np.array([], dtype=np.int64)
+    counts = np.bincount(labels, minlength=int(labels.max()) + 1)
+    for split in (train, val, test):
+        missing = np.flatnonzero(np.bincount(labels[split], minlength=len(counts)) == 0)
+        if len(missing):
+            smallest = int(missing[np.argmin(counts[missing])])
+            name = class_names[smallest] if class_names else str(smallest)
+            raise DataError(
+                f"class {name!r} has {counts[smallest]} samples, too few to appear in each of "
+                f"train, validation and test ({len(labels)} samples, val_fraction "
+                f"{val_fraction}, test_fraction {test_fraction}): add samples of it, remove "
+                "it, or raise data.val_fraction / data.test_fraction."
+            )
     return np.sort(train), np.sort(val), np.sort(test)
 
 
@@ -61,6 +84,7 @@ class ClassificationDataModule(L.LightningDataModule):
         shift_prob: float | None = None,
         image_size: int | tuple[int, int] | None = None,
         color_mode: ColorMode | None = None,
+        label_column: str | int | None = None,
     ) -> None:
         """
         Args:
@@ -77,6 +101,8 @@ class ClassificationDataModule(L.LightningDataModule):
             image_size: image folders: every image is resized to this (an int or [height,
                 width]); None: the size of the first image.
             color_mode: image folders: L (grayscale) or RGB; None: the first image's.
+            label_column: .csv files: the label column, by header name or 0-based index;
+                None: the last column.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -85,6 +111,7 @@ class ClassificationDataModule(L.LightningDataModule):
         self.path = path
         self.image_size = image_size
         self.color_mode = color_mode
+        self.label_column = label_column
         # Read and split now, while the CLI builds its objects: a bad file stops the run
         # before any training, with a DataError that names it.
         images = len(self.input_shape) == 3
@@ -97,12 +124,12 @@ class ClassificationDataModule(L.LightningDataModule):
             (DEFAULT_SHIFT_PROB if images else 0.0) if shift_prob is None else shift_prob
         )
         self.train_idx, self.val_idx, self.test_idx = split_indices(
-            self._source.labels, val_fraction, test_fraction, split_seed
+            self._source.labels, val_fraction, test_fraction, split_seed, self.class_names
         )
 
     @cached_property
     def _source(self) -> DataSource:
-        return read_data(self.path, self.image_size, self.color_mode)
+        return read_data(self.path, self.image_size, self.color_mode, self.label_column)
 
     @property
     def input_shape(self) -> tuple[int, ...]:

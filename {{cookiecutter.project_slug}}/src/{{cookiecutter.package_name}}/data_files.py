@@ -1,8 +1,10 @@
 """Your own data without code: `--data.path` to a file or a folder, checked at start-up.
 
-    .npz     arrays `features` (N, F) numbers and `labels` (N,) integer classes 0..C-1
-    .csv     numbers only, one sample per row, the label in the last column; one header row
-             is allowed
+    .npz     arrays `features` (N, F) numbers and `labels` (N,): integer classes 0..C-1,
+             or class names as text
+    .csv     one sample per row, numbers in the feature columns; the label column (the last,
+             or `--data.label_column`) holds classes 0..C-1 or class names as text; a header
+             row of column names is allowed (see tables.py)
     folder   images (.png, .jpg, .jpeg, .bmp), one subfolder per class named after it:
              data/cat/001.png, data/dog/002.jpg, ...; read with Pillow, resized to
              `--data.image_size` (default: the first image's size), grayscale or RGB
@@ -22,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from .images import ColorMode, ImageError, ImageFormat, is_image_file, probe, read_image
+from .tables import TableError, read_csv
 
 FORMAT_HELP = (
-    "expected an .npz with arrays 'features' (N, F) and 'labels' (N,), or a .csv of numbers "
-    "with the label in the last column"
+    "expected an .npz with arrays 'features' (N, F) and 'labels' (N,), or a .csv of feature "
+    "columns and a label column"
 )
 
 
@@ -52,14 +55,14 @@ def read_data(
     path: str | Path | None,
     image_size: int | tuple[int, int] | None = None,
     color_mode: ColorMode | None = None,
+    label_column: str | int | None = None,
 ) -> DataSource:
     """The built-in digits (no path), an image folder, or an .npz / .csv file."""
     if path is None:
         return builtin_digits()
     if Path(path).is_dir():
         return read_image_folder(path, image_size, color_mode)
-    features, labels = read_data_file(path)
-    return DataSource(features, labels, [str(c) for c in range(int(labels.max()) + 1)])
+    return DataSource(*read_data_file(path, label_column))
 
 
 def builtin_digits() -> DataSource:
@@ -132,8 +135,10 @@ def _size_option(image_size: int | tuple[int, int] | list[int] | None) -> tuple[
     return (int(size[0]), int(size[1]))
 
 
-def read_data_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Features (N, F) float32 and labels (N,) int64 from ``path``."""
+def read_data_file(
+    path: str | Path, label_column: str | int | None = None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Features (N, F) float32, labels (N,) int64 and the class names, from ``path``."""
     path = Path(path)
     if not path.is_file():
         raise DataError(
@@ -145,12 +150,11 @@ def read_data_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             with np.load(path, allow_pickle=False) as arrays:  # never unpickle data files
                 features, labels = arrays["features"], arrays["labels"]
         elif path.suffix == ".csv":
-            table = np.genfromtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
-            if len(table) and np.isnan(table[0]).all():
-                table = table[1:]  # the header row
-            features, labels = table[:, :-1], table[:, -1]
+            features, labels = read_csv(path, label_column)
         else:
             raise DataError(f"{path}: unknown data file type; {FORMAT_HELP}.")
+    except TableError as error:
+        raise DataError(str(error)) from None
     except (OSError, ValueError, KeyError) as error:
         if isinstance(error, DataError):
             raise
@@ -160,20 +164,35 @@ def read_data_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 def check_arrays(
     features: np.ndarray, labels: np.ndarray, source: str | Path
-) -> tuple[np.ndarray, np.ndarray]:
-    """Shapes, finite numbers and integer classes 0..C-1, or a DataError saying which."""
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Shapes, finite numbers, and labels that are classes 0..C-1 (every one present) or
+    class names; returns features float32, labels int64 and the class names."""
     if features.ndim != 2 or labels.ndim != 1 or len(features) != len(labels):
         raise DataError(
             f"{source}: features must be (N, F) and labels (N,), got {features.shape} and "
             f"{labels.shape}."
         )
-    numeric = all(np.issubdtype(a.dtype, np.number) for a in (features, labels))
-    if not numeric or not (np.isfinite(features).all() and np.isfinite(labels).all()):
-        raise DataError(
-            f"{source}: features and labels must be finite numbers (found NaN, inf or text)."
-        )
+    if not np.issubdtype(features.dtype, np.number) or not np.isfinite(features).all():
+        raise DataError(f"{source}: features must be finite numbers (found NaN, inf or text).")
+    if (
+        labels.dtype.kind in "US"
+    ):  # class names: sorted, so the numbering never depends on row order
+        class_names = sorted({str(label) for label in labels})
+        encoded = np.searchsorted(class_names, labels.astype(str))
+        return features.astype(np.float32), encoded.astype(np.int64), class_names
+    if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(labels).all():
+        raise DataError(f"{source}: labels must be class numbers or names (found NaN or inf).")
     if (labels != np.round(labels)).any():
         raise DataError(f"{source}: labels must be integer class indices, e.g. 0, 1, 2.")
-    if labels.min() < 0 or len(np.unique(labels)) < 2:
+    classes = np.unique(labels).astype(np.int64)
+    if len(classes) < 2:
         raise DataError(f"{source}: labels must be classes 0..C-1 with at least 2 classes.")
-    return features.astype(np.float32), labels.astype(np.int64)
+    if classes[0] != 0 or classes[-1] != len(classes) - 1:
+        missing = sorted(set(range(int(classes[-1]) + 1)) - set(classes.tolist()))[:5]
+        raise DataError(
+            f"{source}: labels must be the classes 0..C-1, each present; found "
+            f"{len(classes)} classes from {classes[0]} to {classes[-1]}"
+            f"{f' (missing {missing})' if missing and classes[0] >= 0 else ''}: renumber them "
+            "from 0, or give the labels as class names."
+        )
+    return features.astype(np.float32), labels.astype(np.int64), [str(c) for c in classes]
