@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.checkpoints import (
 )
 from {{ cookiecutter.package_name }}.model import MLPClassifier
 
-from .conftest import Run, run_training, run_until_exit
+from .conftest import CONFIGS, Run, run_training, run_until_exit
 
 
 class Payload:
@@ -112,3 +112,34 @@ def test_bad_ckpt_path_stops_before_training_with_exit_code_2(tmp_path: Path) ->
     assert result.code == 2
     assert "error: checkpoint missing.ckpt does not exist" in result.stderr
     assert not any(tmp_path.rglob("*.ckpt")), "nothing trained, nothing written"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trainer.max_epochs", "20"], "has already trained 25 epochs and trainer.max_epochs"),
+        (["--model.net.init_args.hidden_sizes", "[32]"], "of another network or data shape"),
+        (["--config", "{configs}/cnn.yaml"], "of another network or data shape"),
+    ],
+    ids=["past-max-epochs", "other-width", "other-network"],
+)
+def test_a_resume_that_cannot_work_is_refused_before_training(
+    tmp_path: Path, trained_run: Run, args: list[str], message: str
+) -> None:
+    last = trained_run.summary["paths"]["last_checkpoint"]
+    args = [arg.format(configs=CONFIGS) for arg in args]
+    result = run_until_exit(tmp_path, "--ckpt_path", last, *args)
+    assert result.code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: checkpoint ") and message in line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_the_weights_only_best_checkpoint_is_not_a_resume_point(
+    tmp_path: Path, trained_run: Run
+) -> None:
+    best = trained_run.summary["paths"]["best_checkpoint"]
+    result = run_until_exit(tmp_path, "--ckpt_path", best)
+    assert result.code == 2 and "holds weights only" in result.stderr

@@ -173,6 +173,42 @@ def resolve_ckpt_path(value: str | None, root: Path) -> str | None:
     return value
 
 
+def check_resumable(ckpt_path: str, max_epochs: int | None) -> None:
+    """Refuse a resume that would train nothing: the checkpoint already has max_epochs."""
+    checkpoint = read_checkpoint(ckpt_path)
+    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {})
+    # Epochs whose training ran to the end ("completed" counts them only once the epoch-end
+    # hooks are over, and last.ckpt is written inside those hooks).
+    completed = progress.get("current", {}).get("processed")
+    if "optimizer_states" not in checkpoint or completed is None:
+        raise CheckpointError(
+            f"checkpoint {ckpt_path} holds weights only, not the training state: resume from "
+            "a last.ckpt, or load its weights for a new run (checkpoints.load_weights)."
+        )
+    if max_epochs is not None and max_epochs != -1 and completed >= max_epochs:
+        raise CheckpointError(
+            f"checkpoint {ckpt_path} has already trained {completed} epochs and "
+            f"trainer.max_epochs is {max_epochs}: nothing is left to train. Raise "
+            f"--trainer.max_epochs above {completed} to train on."
+        )
+
+
+def check_same_model(ckpt_path: str, model: nn.Module) -> None:
+    """Refuse a checkpoint of another network or data shape before training starts, naming
+    the first tensor that differs (Lightning would fail inside fit, with a long traceback)."""
+    saved = read_checkpoint(ckpt_path)["state_dict"]
+    own = model.state_dict()
+    for key in sorted(saved.keys() | own.keys()):
+        if key not in saved or key not in own or saved[key].shape != own[key].shape:
+            have = tuple(saved[key].shape) if key in saved else "absent"
+            want = tuple(own[key].shape) if key in own else "absent"
+            raise CheckpointError(
+                f"checkpoint {ckpt_path} is of another network or data shape ({key}: "
+                f"{have} in the checkpoint, {want} in this run): resume with the network "
+                "and data it was trained with, or start afresh without --ckpt_path."
+            )
+
+
 def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     """Resume writing checkpoints where the resumed run wrote them.
 

@@ -9,7 +9,13 @@ from typing import Any, NoReturn
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .artifacts import ExportFormatError, Format, check_formats
-from .checkpoints import CheckpointError, continue_in_checkpoint_dir, resolve_ckpt_path
+from .checkpoints import (
+    CheckpointError,
+    check_resumable,
+    check_same_model,
+    continue_in_checkpoint_dir,
+    resolve_ckpt_path,
+)
 from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
@@ -98,6 +104,7 @@ class ProjectCLI(LightningCLI):
         ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
         self.config.ckpt_path = ckpt_path
         if ckpt_path is not None:
+            check_resumable(ckpt_path, trainer.max_epochs)
             continue_in_checkpoint_dir(trainer.callbacks or [], Path(ckpt_path))
 
     def instantiate_classes(self) -> None:
@@ -105,6 +112,8 @@ class ProjectCLI(LightningCLI):
         super().instantiate_classes()
         data = self.datamodule
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)
+        if self.config.ckpt_path is not None:
+            check_same_model(self.config.ckpt_path, self.model)
 
     def _accelerator_source(self) -> list[str]:
         """Where the accelerator came from: a command-line flag or the --config files."""
