@@ -64,9 +64,12 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "model",
                 "module",
                 "network_check",
+                "options",
                 "plots",
+                "report",
                 "runtime",
                 "summary",
+                "tables",
             )
         ),
         *(
@@ -85,6 +88,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_export",
                 "test_fault_recovery",
                 "test_image_folders",
+                "test_interruption",
                 "test_model",
                 "test_module",
                 "test_plots",

@@ -16,9 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from {{ cookiecutter.package_name }}.callbacks import NonFiniteError, UnusedParameterError
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
-from {{ cookiecutter.package_name }}.export import export_checkpoint
-from {{ cookiecutter.package_name }}.plots import write_plots
+from {{ cookiecutter.package_name }}.report import finish, stop
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
@@ -27,15 +30,11 @@ from {{ cookiecutter.package_name }}.runtime import (
     leave_process_group,
     quiet_known_noise,
 )
-from {{ cookiecutter.package_name }}.summary import (
-    build_summary,
-    format_summary,
-    predict_inputs,
-    run_dir,
-    write_summary,
-)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
+# Raised by training for reasons in the run's data or settings, with the fix in the message:
+# printed in one line, no traceback. Anything else is a bug and keeps its traceback.
+RUN_ERRORS = (NonFiniteError, UnusedParameterError, torch.OutOfMemoryError)
 
 
 def main(args: list[str] | None = None) -> Path | None:
@@ -52,7 +51,16 @@ def main(args: list[str] | None = None) -> Path | None:
     trainer = cli.trainer
     keep_wandb_offline_safe(trainer.loggers)
     describe_run(trainer, cli.model, cli.datamodule)
-    trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    try:
+        trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    except RUN_ERRORS as error:
+        stop(cli, start, "failed", str(error), exit_code=1)
+    except SystemExit as exit:  # Lightning's answer to Ctrl-C (exit 1) and SIGTERM
+        if not trainer.interrupted:
+            raise
+        sigterm = isinstance(exit, SIGTERMException)
+        reason = f"stopped by {'SIGTERM' if sigterm else 'Ctrl-C'}"
+        stop(cli, start, "interrupted", reason, exit_code=143 if sigterm else 130)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     # verbose=False: the summary below prints the test metrics once, in plain lines.
     tested = trainer.test(
@@ -62,20 +70,7 @@ def main(args: list[str] | None = None) -> Path | None:
     leave_process_group()  # that was the last collective call
     if not trainer.is_global_zero:
         return None
-    formats = cli.config.export.formats  # None: every available format
-    exported = None
-    if best and formats != []:  # rank zero only: one writer per file
-        exported = export_checkpoint(best, run_dir(trainer) / "export", formats, cli.datamodule)
-    seed = cli.config.get("seed_everything")
-    plots = write_plots(trainer, confusion, cli.datamodule.class_names)
-    data = cli.datamodule
-    inputs = predict_inputs(data.preprocessing, data.input_shape, data.example_file())
-    wall_time = time.perf_counter() - start
-    summary = build_summary(trainer, seed, tested[0], wall_time, exported, plots, inputs)
-    path = write_summary(summary, run_dir(trainer))
-    print(format_summary(summary))
-    print(f"summary: {path}")
-    return path
+    return finish(cli, tested[0], confusion, start)
 
 
 if __name__ == "__main__":

@@ -51,3 +51,21 @@ def net_args(kind: str) -> list[str]:
     for key, value in init_args.items():
         args += [f"--model.net.init_args.{key}", str(value)]
     return args
+
+
+class NaNAfter(TinyUserNet):
+    """A network whose training outputs turn NaN at its ``bad_call``-th training forward: the
+    loss goes NaN as with a learning rate far too high, but at a known step."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, bad_call: int = 3) -> None:
+        super().__init__(input_shape, num_classes)
+        self.bad_call = bad_call
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(x)
+        if self.training:
+            self.calls += 1
+            if self.calls >= self.bad_call:
+                return logits * float("nan")
+        return logits

@@ -57,3 +57,16 @@ class RankProbe(L.Callback):
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"rank-{trainer.global_rank}.json"
         path.write_text(json.dumps(self.facts))
+
+
+class TrainingStarted(L.Callback):
+    """Writes ``started`` into ``out_dir`` after the first training batch: the run is inside
+    fit, its signal handlers in place, and a test can interrupt it now."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == 1:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "started").touch()

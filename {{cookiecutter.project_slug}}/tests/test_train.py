@@ -1,4 +1,6 @@
+import json
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +34,8 @@ def test_short_training_clears_the_accuracy_bar(trained_run: Run) -> None:
 @pytest.mark.logger
 def test_summary_json_records_the_run(trained_run: Run) -> None:
     summary = trained_run.summary
+    assert (summary["status"], summary["reason"]) == ("completed", None)
+    assert summary["class_names"] == [str(digit) for digit in range(10)]
     assert summary["seed"] == 42
     assert summary["wall_time_s"] > 0
     assert {"torch", "lightning", "python"} <= summary["versions"].keys()
@@ -114,3 +118,18 @@ def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) ->
     assert cli.model.model.net.head[-1].out_features == 10
     assert cli.model.hparams.input_shape == (1, 8, 8)
     assert cli.model.hparams.class_names == [str(digit) for digit in range(10)]
+
+
+def test_a_run_stopped_by_the_nan_guard_says_so_in_one_line_and_in_its_summary(tmp_path) -> None:
+    result = run_until_exit(
+        tmp_path, "--model.net", "tests.networks.NaNAfter", "--model.net.init_args.bad_call", "4"
+    )
+    assert result.code == 1
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: loss is nan at global step 3 (epoch 0)"), result.stderr
+    assert "Traceback" not in result.stderr
+    summary_path = Path(result.stdout.strip().splitlines()[-1].removeprefix("summary: "))
+    summary = json.loads(summary_path.read_text())
+    assert summary["status"] == "failed" and summary["reason"] == line.removeprefix("error: ")
+    assert (summary["epochs"], summary["global_step"]) == (0, 3)
+    assert summary["metrics"] == {} and summary["export"] == {}

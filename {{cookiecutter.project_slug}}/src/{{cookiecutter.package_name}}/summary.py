@@ -41,11 +41,18 @@ def build_summary(
     exported: dict[str, Any] | None = None,
     plots: dict[str, str] | None = None,
     predict_inputs: str = "INPUTS",
+    status: str = "completed",
+    reason: str | None = None,
+    class_names: list[str] | None = None,
 ) -> dict[str, Any]:
+    """What the run did. ``status``: completed (trained, tested, exported), failed (an error
+    stopped it; ``reason`` says which) or interrupted (Ctrl-C or SIGTERM)."""
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
     best_score = getattr(checkpoint, "best_model_score", None)
     return {
+        "status": status,
+        "reason": reason,
         "metrics": {
             **{key: round(float(value), 6) for key, value in test_metrics.items()},
             **(
@@ -69,6 +76,7 @@ def build_summary(
             "plots": plots or {},
         },
         "view_logs": how_to_view_logs(trainer),
+        "class_names": class_names,
         "predict_inputs": predict_inputs,
         "export": exported["formats"] if exported else {},
     }

@@ -1,0 +1,60 @@
+"""The end of a run, on rank zero: export, plots, summary.json and the lines a person reads;
+or, for a run that stopped early, a summary.json that says why."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .export import export_checkpoint
+from .plots import write_plots
+from .summary import build_summary, format_summary, predict_inputs, run_dir, write_summary
+
+
+def finish(cli: Any, tested: dict[str, float], confusion: torch.Tensor, start: float) -> Path:
+    """Export the best checkpoint (verified), draw the plots, write and print the summary."""
+    trainer, data = cli.trainer, cli.datamodule
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+    formats = cli.config.export.formats  # None: every available format
+    exported = None
+    if best and formats != []:  # rank zero only: one writer per file
+        exported = export_checkpoint(best, run_dir(trainer) / "export", formats, data)
+    plots = write_plots(trainer, confusion, data.class_names)
+    summary = build_summary(
+        trainer,
+        cli.config.get("seed_everything"),
+        tested,
+        time.perf_counter() - start,
+        exported,
+        plots,
+        predict_inputs(data.preprocessing, data.input_shape, data.example_file()),
+        class_names=data.class_names,
+    )
+    path = write_summary(summary, run_dir(trainer))
+    print(format_summary(summary))
+    print(f"summary: {path}")
+    return path
+
+
+def stop(cli: Any, start: float, status: str, reason: str, exit_code: int) -> None:
+    """A run that ended before its test: summary.json with the status, the reason and where
+    it stopped; the reason in one line (no traceback: it names the fix); then exit."""
+    trainer = cli.trainer
+    if trainer.is_global_zero:
+        summary = build_summary(
+            trainer,
+            cli.config.get("seed_everything"),
+            {},
+            time.perf_counter() - start,
+            status=status,
+            reason=reason,
+            class_names=cli.datamodule.class_names,
+        )
+        path = write_summary(summary, run_dir(trainer))
+        print(f"{'error' if status == 'failed' else status}: {reason}", file=sys.stderr)
+        print(f"summary: {path}")
+    raise SystemExit(exit_code)
