@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def read_npy(path: Path) -> np.ndarray:
     """Numbers from an .npy array; one sample (F,) becomes one row."""
     try:
         array = np.load(path, allow_pickle=False)  # never unpickle: a file cannot run code
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError) as error:  # EOFError: an empty file
         raise InputError(f"cannot read {path} as a numpy .npy array: {error}") from None
     if array.ndim == 1:
         array = array[None]
@@ -85,20 +86,24 @@ def read_npy(path: Path) -> np.ndarray:
         raise InputError(
             f"{path}: expected numbers, one sample per row, got {array.dtype} {array.shape}."
         )
-    return finite(array.astype(np.float32), path)
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, refused by finite()
+        return finite(array.astype(np.float32), path)
 
 
 def read_csv(path: Path) -> np.ndarray:
     """Rows of numbers from a .csv (one header row allowed), one sample per row."""
     try:
-        table = np.genfromtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+        with warnings.catch_warnings():  # an empty file: reported below, in our words
+            warnings.filterwarnings("ignore", message="genfromtxt: Empty input file")
+            table = np.genfromtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     except ValueError as error:  # rows of different lengths
         raise InputError(f"cannot read {path} as rows of numbers: {error}") from None
     if len(table) and np.isnan(table[0]).all():
         table = table[1:]  # the header row
     if table.size == 0 or np.isnan(table).any():
         raise InputError(f"{path}: expected rows of numbers only (found text or empty cells).")
-    return finite(table.astype(np.float32), path)
+    with np.errstate(over="ignore"):
+        return finite(table.astype(np.float32), path)
 
 
 def finite(array: np.ndarray, path: Path) -> np.ndarray:

@@ -123,9 +123,12 @@ class ClassificationDataModule(L.LightningDataModule):
         self.shift_prob = (
             (DEFAULT_SHIFT_PROB if images else 0.0) if shift_prob is None else shift_prob
         )
-        self.train_idx, self.val_idx, self.test_idx = split_indices(
-            self._source.labels, val_fraction, test_fraction, split_seed, self.class_names
-        )
+        try:
+            self.train_idx, self.val_idx, self.test_idx = split_indices(
+                self._source.labels, val_fraction, test_fraction, split_seed, self.class_names
+            )
+        except DataError as error:  # name the data it is about
+            raise DataError(f"{path or 'the built-in digits'}: {error}") from None
 
     @cached_property
     def _source(self) -> DataSource:

@@ -172,27 +172,34 @@ def check_arrays(
             f"{source}: features must be (N, F) and labels (N,), got {features.shape} and "
             f"{labels.shape}."
         )
-    if not np.issubdtype(features.dtype, np.number) or not np.isfinite(features).all():
-        raise DataError(f"{source}: features must be finite numbers (found NaN, inf or text).")
-    if (
-        labels.dtype.kind in "US"
-    ):  # class names: sorted, so the numbering never depends on row order
+    if not np.issubdtype(features.dtype, np.number):
+        raise DataError(f"{source}: features must be finite numbers (found text).")
+    with np.errstate(over="ignore"):  # beyond float32's range becomes inf: refused below
+        features = features.astype(np.float32)
+    if not np.isfinite(features).all():
+        raise DataError(
+            f"{source}: features must be finite numbers (found NaN, inf, or a value beyond "
+            "float32's range of 3.4e38)."
+        )
+    if labels.dtype.kind in "US":  # class names, sorted: the numbering ignores the row order
         class_names = sorted({str(label) for label in labels})
         encoded = np.searchsorted(class_names, labels.astype(str))
-        return features.astype(np.float32), encoded.astype(np.int64), class_names
+        return features, encoded.astype(np.int64), class_names
     if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(labels).all():
         raise DataError(f"{source}: labels must be class numbers or names (found NaN or inf).")
     if (labels != np.round(labels)).any():
         raise DataError(f"{source}: labels must be integer class indices, e.g. 0, 1, 2.")
-    classes = np.unique(labels).astype(np.int64)
+    classes = np.unique(labels)  # as given: no cast yet, 1e300 must not wrap around
     if len(classes) < 2:
         raise DataError(f"{source}: labels must be classes 0..C-1 with at least 2 classes.")
     if classes[0] != 0 or classes[-1] != len(classes) - 1:
-        missing = sorted(set(range(int(classes[-1]) + 1)) - set(classes.tolist()))[:5]
+        upper = int(min(max(classes[-1], 0), len(labels)))  # bounded: labels may be 1e300
+        missing = sorted(set(range(upper + 1)) - set(classes.tolist()))[:5]
         raise DataError(
             f"{source}: labels must be the classes 0..C-1, each present; found "
-            f"{len(classes)} classes from {classes[0]} to {classes[-1]}"
+            f"{len(classes)} classes from {classes[0]:g} to {classes[-1]:g}"
             f"{f' (missing {missing})' if missing and classes[0] >= 0 else ''}: renumber them "
             "from 0, or give the labels as class names."
         )
-    return features.astype(np.float32), labels.astype(np.int64), [str(c) for c in classes]
+    classes = classes.astype(np.int64)
+    return features, labels.astype(np.int64), [str(c) for c in classes]
