@@ -10,7 +10,7 @@ import pytest
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
 
-from .conftest import run_training, run_until_exit
+from .conftest import build, run_training, run_until_exit
 
 
 def write_npz(path: Path, features: np.ndarray, labels: np.ndarray) -> Path:
@@ -86,6 +86,21 @@ def test_csv_as_published_header_and_class_names_as_text(tmp_path: Path) -> None
     assert read_data_file(last)[2] == ["cat", "dog"]
     with pytest.raises(DataError, match=r"'species' is not a column .* 'a', 'b', 'kind'"):
         read_data_file(last, label_column="species")
+
+
+@pytest.mark.parametrize("label_column", ["species", "2", "-2"])
+def test_label_column_option_takes_a_name_or_an_index(tmp_path: Path, label_column: str) -> None:
+    rows = [f"{i % 3 + 0.5},{i},{['a', 'b', 'c'][i % 3]},7" for i in range(30)]
+    path = tmp_path / "t.csv"
+    path.write_text("x,y,species,z\n" + "\n".join(rows) + "\n")
+    cli = build(
+        tmp_path,
+        *("--data.path", str(path), "--data.label_column", label_column),
+        *("--trainer.logger", "false"),
+    )
+    assert cli.datamodule.class_names == ["a", "b", "c"]
+    assert cli.datamodule.input_shape == (3,)
+    assert cli.model.hparams.class_names == ["a", "b", "c"]
 
 
 def test_a_class_too_small_for_every_split_is_named(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ class ClassificationDataModule(L.LightningDataModule):
         shift_prob: float | None = None,
         image_size: int | tuple[int, int] | None = None,
         color_mode: ColorMode | None = None,
-        label_column: str | int | None = None,
+        label_column: int | str | None = None,
     ) -> None:
         """
         Args:
@@ -101,8 +101,8 @@ class ClassificationDataModule(L.LightningDataModule):
             image_size: image folders: every image is resized to this (an int or [height,
                 width]); None: the size of the first image.
             color_mode: image folders: L (grayscale) or RGB; None: the first image's.
-            label_column: .csv files: the label column, by header name or 0-based index;
-                None: the last column.
+            label_column: .csv files: the label column, by 0-based index or header name;
+                None: the last column. (int first: `--data.label_column 2` is an index.)
         """
         super().__init__()
         self.save_hyperparameters()
