@@ -164,26 +164,32 @@ def test_fp16_on_the_cpu_is_refused_instead_of_silently_becoming_bf16() -> None:
         check_hardware("cpu", 1, "16-mixed", ["--trainer.precision 16-mixed"])
 
 
+@pytest.fixture(scope="module")
+def parser(tmp_path_factory: pytest.TempPathFactory):
+    """train.py's parser (parsing only: a preset combination costs no model, data or Trainer)."""
+    return build(tmp_path_factory.mktemp("parser"), "--trainer.logger", "false").parser
+
+
+def parse(parser, *presets: str):
+    return parser.parse_args([a for p in presets for a in ("--config", str(CONFIGS / f"{p}.yaml"))])
+
+
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - {"cnn"}))
-@pytest.mark.filterwarnings("ignore:.*GradScaler is enabled, but CUDA is not available")
-def test_the_cnn_preset_stacks_with_every_other_preset(
-    name: str, tmp_path: Path, restore_torch_flags: None, request: pytest.FixtureRequest
-) -> None:
-    if name in NEEDS_GPU and not torch.cuda.is_available():
-        request.getfixturevalue("mocked_gpus")
-    (tmp_path / "alone").mkdir()
-    alone = build(tmp_path / "alone", "--config", str(CONFIGS / f"{name}.yaml")).config
-    orders = [[name, "cnn"], ["cnn", name]] if name in ("debug", "low-memory") else [[name, "cnn"]]
-    for order in orders:
-        args = [arg for preset in order for arg in ("--config", str(CONFIGS / f"{preset}.yaml"))]
-        (tmp_path / "-".join(order)).mkdir()
-        cli = build(tmp_path / "-".join(order), *args)
-        assert type(cli.model.model.net) is ConvClassifier, order
-        assert cli.config.trainer == alone.trainer, f"{order}: the other preset's Trainer holds"
-        net_args = cli.config.model.net.init_args
+def test_the_cnn_preset_stacks_with_every_other_preset(parser, name: str) -> None:
+    alone = parse(parser, name)
+    for order in ([name, "cnn"], ["cnn", name]):
+        config = parse(parser, *order)
+        assert config.model.net.class_path.endswith(".ConvClassifier"), order
+        assert config.trainer == alone.trainer, f"{order}: the other preset's Trainer holds"
+        assert config.data == alone.data, order
+        net_args = config.model.net.init_args
         if name == "low-memory":  # the preset's setting reaches the CNN in either order
-            assert (
-                net_args.activation_checkpointing and cli.model.model.net.activation_checkpointing
-            )
+            assert net_args.activation_checkpointing, order
         if name == "debug":
-            assert net_args.dropout == 0.0
+            assert net_args.dropout == 0.0, order
+
+
+def test_low_memory_and_cnn_build_a_cnn_that_recomputes(tmp_path: Path) -> None:
+    presets = ("--config", str(CONFIGS / "low-memory.yaml"), "--config", str(CONFIGS / "cnn.yaml"))
+    net = build(tmp_path, *presets, "--trainer.logger", "false").model.model.net
+    assert type(net) is ConvClassifier and net.activation_checkpointing
