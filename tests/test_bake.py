@@ -89,6 +89,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_fault_recovery",
                 "test_image_folders",
                 "test_interruption",
+                "test_properties",
                 "test_model",
                 "test_module",
                 "test_plots",
