@@ -178,6 +178,10 @@ def own_network_in_the_project_root(project: Path) -> None:
         cwd=project,
     )
     assert export.returncode == 0, export.stderr  # the checkpoint rebuilds TinyNet by itself
+    artifact = summary["export"]["torch.export"]["path"]
+    predict = run([PYTHON, "predict.py", artifact, str(project / "digits.npy")], cwd=project)
+    assert predict.returncode == 0, predict.stderr
+    assert len(predict.stdout.splitlines()) == 3  # digits.npy: three samples
     assert before == {p: p.read_bytes() for p in (project / "src").rglob("*.py")}
 
 

@@ -2,9 +2,11 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+import predict
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
@@ -92,6 +94,17 @@ def test_any_network_trains_tests_exports_and_reloads_from_its_checkpoint(
     assert type(model.model.net).__name__ == hyper_parameters["net"]["class_path"].rsplit(".")[-1]
     eager = summary["export"]["eager"]["accuracy"]
     assert eager == pytest.approx(summary["metrics"]["test/acc"], abs=1e-6)
+    # predict.py on the export gives the checkpoint's classes, by name.
+    datamodule = ClassificationDataModule(num_workers=0)
+    datamodule.setup("test")
+    x, _ = stack_dataset(datamodule.test_set)
+    np.save(tmp_path / "test.npy", x[:20].numpy())
+    with torch.inference_mode():
+        expected = model.eval()(x[:20]).argmax(dim=-1).tolist()
+    predictions = predict.main(
+        [summary["export"]["torch.export"]["path"], str(tmp_path / "test.npy")]
+    )
+    assert [p.classes[0] for p in predictions] == [str(c) for c in expected]
 
 
 @pytest.mark.parametrize(
