@@ -33,6 +33,7 @@ def test_generated_test_suite_passes(bake, logger: str) -> None:
     result = run(
         [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5", *selection],
         cwd=project,
+        timeout=1800,  # a bound on a hang, not a speed check: the full suite ran 212 s here
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     assert re.search(r"\d+ passed", result.stdout)
