@@ -3,27 +3,45 @@
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import platform
+import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
 from cookiecutter.main import cookiecutter
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1]
-PACKAGE = "digits_classifier"
 
 
-def bake(workdir: Path) -> Path:
-    """A fresh project with the default answers; returns its folder."""
-    return Path(cookiecutter(str(TEMPLATE_DIR), no_input=True, output_dir=str(workdir)))
+def bake(workdir: Path, ref: str | None = None) -> Path:
+    """A fresh project with the default answers; returns its folder.
+
+    With ``ref`` (a git commit of this repository), the template as it was then, baked as
+    package ``digits_before`` so that both versions import side by side in one process:
+    before/after comparisons measured in one run."""
+    if ref is None:
+        return Path(cookiecutter(str(TEMPLATE_DIR), no_input=True, output_dir=str(workdir)))
+    archive = subprocess.run(
+        ["git", "archive", ref], cwd=TEMPLATE_DIR, capture_output=True, check=True
+    ).stdout
+    template = workdir / f"template-{ref}"
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(template, filter="data")
+    context = {"project_name": "Digits Before"}
+    return Path(
+        cookiecutter(str(template), no_input=True, output_dir=str(workdir), extra_context=context)
+    )
 
 
 def import_modules(project: Path, *names: str) -> dict[str, ModuleType]:
     """Import modules of the baked package (lightning is imported only from here on)."""
     sys.path.insert(0, str(project / "src"))
-    return {name: importlib.import_module(f"{PACKAGE}.{name}") for name in names}
+    package = next(path.parent.name for path in (project / "src").glob("*/__init__.py"))
+    return {name: importlib.import_module(f"{package}.{name}") for name in names}
 
 
 def machine() -> str:

