@@ -184,6 +184,7 @@ class LastEpochsSeen(L.Callback):
     [(0, None, [0, 1, 2]), (3600, None, [2]), (3600, 1, [1])],
     ids=["every-epoch", "final-epoch-only", "early-stop-is-final"],
 )
+@pytest.mark.slow
 def test_last_checkpoint_waits_its_interval_but_always_saves_the_final_epoch(
     tmp_path: Path, min_interval_s: float, stop_after: int | None, written: list[int]
 ) -> None:

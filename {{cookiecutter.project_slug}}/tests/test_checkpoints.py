@@ -107,6 +107,7 @@ def test_train_resumes_from_last_in_the_same_run_folder(tmp_path: Path, trained_
     assert len(best) == 1, best
 
 
+@pytest.mark.slow
 def test_bad_ckpt_path_stops_before_training_with_exit_code_2(tmp_path: Path) -> None:
     result = run_until_exit(tmp_path, "--ckpt_path", "missing.ckpt")
     assert result.code == 2

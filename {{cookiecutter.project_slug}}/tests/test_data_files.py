@@ -89,6 +89,7 @@ def test_csv_as_published_header_and_class_names_as_text(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("label_column", ["species", "2", "-2"])
+@pytest.mark.slow
 def test_label_column_option_takes_a_name_or_an_index(tmp_path: Path, label_column: str) -> None:
     rows = [f"{i % 3 + 0.5},{i},{['a', 'b', 'c'][i % 3]},7" for i in range(30)]
     path = tmp_path / "t.csv"
@@ -138,6 +139,7 @@ def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: 
         (["--data.num_workers", "-2"], "--data.num_workers -2: must be 0 or more"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_stops_train_in_a_few_lines_with_exit_code_2(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
@@ -150,6 +152,7 @@ def test_bad_input_stops_train_in_a_few_lines_with_exit_code_2(
     assert not (tmp_path / "runs").exists(), "no run folder that could pass for a result"
 
 
+@pytest.mark.slow
 def test_own_data_file_trains_without_code_changes(tmp_path: Path) -> None:
     path = write_npz(tmp_path / "blobs.npz", *blobs())
     run = run_training(

@@ -56,6 +56,7 @@ def test_every_format_is_one_record() -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.slow
 def test_each_format_round_trips_from_disk_with_any_batch_size(
     fmt: str, model_and_data, tmp_path: Path
 ) -> None:
@@ -76,6 +77,7 @@ def test_each_format_round_trips_from_disk_with_any_batch_size(
     assert (got - expected).abs().max() <= tolerance
 
 
+@pytest.mark.slow
 def test_export_model_verifies_and_measures_every_format(model_and_data, tmp_path: Path) -> None:
     model, features, labels = model_and_data
     reports = export_model(model, features, labels, tmp_path, FORMATS)
@@ -119,6 +121,7 @@ def test_int8_that_loses_accuracy_fails_verification(
         verify_artifact("int8", path, features, labels, eager_logits)
 
 
+@pytest.mark.slow
 def test_truncated_artifact_fails_to_load_with_a_clear_message(
     model_and_data, tmp_path: Path
 ) -> None:

@@ -108,6 +108,7 @@ def _truncated_png(path: Path) -> None:
     ],
     ids=["no-subfolders", "one-class", "class-without-images", "unreadable", "truncated"],
 )
+@pytest.mark.slow
 def test_broken_folders_are_refused_naming_the_file(
     tmp_path: Path, break_folder, message: str
 ) -> None:

@@ -80,6 +80,7 @@ def test_hidden_layers_use_kaiming_scale() -> None:
     assert abs(std - (2 / 64) ** 0.5) < 0.01
 
 
+@pytest.mark.slow
 def test_model_module_does_not_import_lightning() -> None:
     code = (
         "import sys, {{ cookiecutter.package_name }}.model; "

@@ -13,6 +13,7 @@ from {{ cookiecutter.package_name }}.plots import MetricHistory, write_confusion
 from .conftest import Run
 
 
+@pytest.mark.slow
 def test_curves_are_drawn_from_the_history(tmp_path: Path) -> None:
     history = [
         {"epoch": float(e), "train/loss": 1 / (e + 1), "val/loss": 1.1 / (e + 1), "val/acc": 0.5}

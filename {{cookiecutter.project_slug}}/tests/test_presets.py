@@ -73,6 +73,7 @@ def test_every_preset_is_covered_and_headed_by_its_command() -> None:
 
 @pytest.mark.parametrize("name", PRESETS)
 @pytest.mark.filterwarnings("ignore:.*GradScaler is enabled, but CUDA is not available")
+@pytest.mark.slow
 def test_preset_builds_its_trainer_and_keeps_the_defaults(
     name: str,
     tmp_path: Path,
@@ -115,6 +116,7 @@ def test_preset_builds_its_trainer_and_keeps_the_defaults(
         assert cli.model.model.net.activation_checkpointing
 
 
+@pytest.mark.slow
 def test_presets_stack_in_order(tmp_path: Path, mocked_gpus: None) -> None:
     cli = build(
         tmp_path,
@@ -130,6 +132,7 @@ def test_presets_stack_in_order(tmp_path: Path, mocked_gpus: None) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 @pytest.mark.parametrize("name", sorted(NEEDS_GPU))
+@pytest.mark.slow
 def test_gpu_preset_without_a_gpu_stops_before_anything_is_built(name: str, tmp_path: Path) -> None:
     preset = CONFIGS / f"{name}.yaml"
     result = run_until_exit(tmp_path, "--config", str(preset))
@@ -142,6 +145,7 @@ def test_gpu_preset_without_a_gpu_stops_before_anything_is_built(name: str, tmp_
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+@pytest.mark.slow
 def test_gpu_flag_without_a_gpu_names_the_flag(tmp_path: Path) -> None:
     result = run_until_exit(tmp_path, "--trainer.accelerator", "gpu")
     assert result.code == 2
@@ -175,6 +179,7 @@ def parse(parser, *presets: str):
 
 
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - {"cnn"}))
+@pytest.mark.slow
 def test_the_cnn_preset_stacks_with_every_other_preset(parser, name: str) -> None:
     alone = parse(parser, name)
     for order in ([name, "cnn"], ["cnn", name]):
@@ -189,6 +194,7 @@ def test_the_cnn_preset_stacks_with_every_other_preset(parser, name: str) -> Non
             assert net_args.dropout == 0.0, order
 
 
+@pytest.mark.slow
 def test_low_memory_and_cnn_build_a_cnn_that_recomputes(tmp_path: Path) -> None:
     presets = ("--config", str(CONFIGS / "low-memory.yaml"), "--config", str(CONFIGS / "cnn.yaml"))
     net = build(tmp_path, *presets, "--trainer.logger", "false").model.model.net

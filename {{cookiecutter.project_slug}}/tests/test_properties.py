@@ -129,6 +129,7 @@ def feature_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     max_examples=15,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.slow
 def test_any_predict_input_is_predicted_or_refused_with_exit_code_2(
     feature_model: Path, content: bytes, suffix: str, capsys
 ) -> None:

@@ -14,6 +14,7 @@ from .conftest import Run, build, run_training, run_until_exit
 from .networks import KINDS, net_args
 
 
+@pytest.mark.slow
 def test_fast_dev_run_smoke(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
         run = run_training(tmp_path, "--trainer.fast_dev_run", "true")
@@ -61,6 +62,7 @@ def test_best_checkpoint_loads_weights_only_and_reproduces_test_accuracy(trained
     assert accuracy == pytest.approx(trained_run.summary["metrics"]["test/acc"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_print_config_shows_the_resolved_configuration(tmp_path) -> None:
     result = run_until_exit(tmp_path, "--print_config", "--trainer.max_epochs", "3")
     assert result.code == 0
@@ -115,6 +117,7 @@ def test_any_network_trains_tests_exports_and_reloads_from_its_checkpoint(
         ("tests.networks.nothing", "tests.networks.nothing"),
     ],
 )
+@pytest.mark.slow
 def test_a_network_that_breaks_the_contract_is_refused_in_one_line(
     tmp_path, net: str, message: str
 ) -> None:
@@ -125,6 +128,7 @@ def test_a_network_that_breaks_the_contract_is_refused_in_one_line(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) -> None:
     cli = build(tmp_path, *net_args("cnn"), "--trainer.logger", "false")
     assert cli.model.model.net.blocks[0][0].in_channels == 1
@@ -133,6 +137,7 @@ def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) ->
     assert cli.model.hparams.class_names == [str(digit) for digit in range(10)]
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_the_nan_guard_says_so_in_one_line_and_in_its_summary(tmp_path) -> None:
     result = run_until_exit(
         tmp_path, "--model.net", "tests.networks.NaNAfter", "--model.net.init_args.bad_call", "4"
