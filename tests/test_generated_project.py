@@ -26,10 +26,10 @@ def test_template_code_is_ruff_clean() -> None:
 
 @pytest.mark.parametrize("logger", ["tensorboard", "csv", "wandb"])
 def test_generated_test_suite_passes(bake, logger: str) -> None:
-    """In full with the default logger; with the others, the fast tests and those marked
-    `logger` (what reads run folders and log hints): the rest does not depend on it."""
+    """In full with the default logger; with the others, the tests marked `logger` (what
+    reads run folders and log hints, and the wandb run): the rest does not depend on it."""
     project = bake(logger=logger)
-    selection = [] if logger == "tensorboard" else ["-m", "not slow or logger"]
+    selection = [] if logger == "tensorboard" else ["-m", "logger", "-rs"]
     result = run(
         [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5", *selection],
         cwd=project,
@@ -38,6 +38,9 @@ def test_generated_test_suite_passes(bake, logger: str) -> None:
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     assert re.search(r"\d+ passed", result.stdout)
     assert "failed" not in result.stdout.splitlines()[-1]
+    # The wandb project runs a real wandb run; the others skip it, and only it.
+    wandb_skipped = "no WandbLogger" in result.stdout
+    assert wandb_skipped == (logger != "wandb"), result.stdout[-3000:]
 
 
 def test_install_and_default_run_as_a_user_would(bake) -> None:
