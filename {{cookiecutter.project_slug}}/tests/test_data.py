@@ -128,7 +128,7 @@ def test_batch_indexed_loading_gives_the_batches_of_a_tensor_dataset(
     order as torch's per-sample TensorDataset, with or without loader workers."""
     train = datamodule.train_set
     assert isinstance(train, InMemoryDataset)
-    reference = TensorDataset(train.features, train.labels)
+    reference = TensorDataset(*train.tensors)
     loaders = []
     for dataset in (train, reference):
         torch.manual_seed(7)
