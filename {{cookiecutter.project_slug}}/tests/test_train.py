@@ -138,6 +138,8 @@ def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) ->
 
 
 @pytest.mark.slow
+# Non-finite values are the point: torchmetrics drops a NaN from the epoch mean, warning.
+@pytest.mark.filterwarnings("ignore:Encountered `nan` values in tensor")
 def test_a_run_stopped_by_the_nan_guard_says_so_in_one_line_and_in_its_summary(tmp_path) -> None:
     result = run_until_exit(
         tmp_path, "--model.net", "tests.networks.NaNAfter", "--model.net.init_args.bad_call", "4"
