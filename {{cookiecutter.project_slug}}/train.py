@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from {{ cookiecutter.package_name }}.callbacks import NonFiniteError, UnusedParameterError
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
+from {{ cookiecutter.package_name }}.interruption import TrainingInterrupted, resume_command
 from {{ cookiecutter.package_name }}.report import finish, stop
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
@@ -54,8 +55,14 @@ def main(args: list[str] | None = None) -> Path | None:
     try:
         trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     except RUN_ERRORS as error:
+        leave_process_group()
         stop(cli, start, "failed", str(error), exit_code=1)
-    except SystemExit as exit:  # Lightning's answer to Ctrl-C (exit 1) and SIGTERM
+    except TrainingInterrupted as interrupted:  # a signal during training: last.ckpt saved
+        leave_process_group()
+        checkpoint = interrupted.checkpoint
+        resume = resume_command(cli.args, checkpoint)
+        stop(cli, start, "interrupted", str(interrupted), interrupted.exit_code, resume, checkpoint)
+    except SystemExit as exit:  # Lightning's: a signal before training, or a 2nd Ctrl-C
         if not trainer.interrupted:
             raise
         sigterm = isinstance(exit, SIGTERMException)

@@ -88,6 +88,21 @@ def run_until_exit(directory: Path, *args: str) -> Exit:
     return Exit(exit_info.value.code, stdout.getvalue(), stderr.getvalue())
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """One CPU thread, as in a process started with OMP_NUM_THREADS=1, for runs whose
+    weights are compared bit for bit: a float sum split over another number of threads may
+    round differently."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def quick_latency_figures() -> Iterator[None]:
     """Exports are verified in full; their latency figures (50 timed calls per format and

@@ -7,6 +7,8 @@ Added from the command line (`--trainer.callbacks+=tests.probes.RankProbe
 from __future__ import annotations
 
 import json
+import os
+import signal as signal_module
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,32 @@ class TrainingStarted(L.Callback):
         if trainer.global_step == 1:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             (self.out_dir / "started").touch()
+
+
+class SendSignal(L.Callback):
+    """Sends ``signal`` (a name, e.g. SIGINT) to its own process ``times`` times once
+    ``step`` optimizer steps have run: a real signal at a known step, for runs that a test
+    must interrupt at the same place every time."""
+
+    def __init__(self, step: int, signal: str = "SIGINT", times: int = 1) -> None:
+        self.step = step
+        self.signal = getattr(signal_module, signal)
+        self.times = times
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signal)
+
+
+class StepAtStop(L.Callback):
+    """Each process writes ``stop-rank-<N>.json`` when fit ends on an exception: the step
+    it stopped at and the exception's type."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = Path(out_dir)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: Any, exception: BaseException) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        facts = {"global_step": trainer.global_step, "exception": type(exception).__name__}
+        (self.out_dir / f"stop-rank-{trainer.global_rank}.json").write_text(json.dumps(facts))

@@ -3,12 +3,10 @@ the weights of a run that was never interrupted; a checkpoint cut short is refus
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ import yaml
 
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
-from .conftest import run_training, run_until_exit
+from .conftest import one_thread, run_training, run_until_exit
 from .subprocesses import preset, script_env, train_command
 
 EPOCHS = 10
@@ -58,18 +56,6 @@ def start(cwd: Path) -> subprocess.Popen:
         stdin=subprocess.DEVNULL,
         text=True,
     )
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """The killed process's thread count for the in-process runs: a float sum split over
-    another number of threads may round differently."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def saved_epoch(path: Path) -> int | None:

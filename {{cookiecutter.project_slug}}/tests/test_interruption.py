@@ -1,34 +1,66 @@
-"""Ctrl-C and SIGTERM end a real run with their exit codes and a summary.json that says so."""
+"""Ctrl-C and SIGTERM stop a real run at a step boundary with last.ckpt written, its exit
+code, one line that resumes it, and a summary.json that says so; the resume ends with the
+weights of a run that was never interrupted. A second Ctrl-C stops at once."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
-from .subprocesses import script_env, train_command
+from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
+from {{ cookiecutter.package_name }}.interruption import resume_command
+
+from .conftest import one_thread, run_training, run_until_exit
+from .subprocesses import preset, script_env, train_command
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
+EXIT_CODES = {"ctrl-c": 130, "sigterm": 143}
+REASONS = {"ctrl-c": "stopped by Ctrl-C", "sigterm": "stopped by SIGTERM"}
+STARTED = ("--trainer.callbacks+=tests.probes.TrainingStarted", "--trainer.callbacks.out_dir")
+STOPPED = ("--trainer.callbacks+=tests.probes.StepAtStop", "--trainer.callbacks.out_dir")
+
+
+def resume_line(stderr: str) -> list[str]:
+    """The printed resume command, split as a shell would."""
+    (line,) = [line for line in stderr.splitlines() if line.startswith("resume: ")]
+    return shlex.split(line.removeprefix("resume: "))
+
+
+@pytest.fixture
+def restore_signal_handlers() -> Iterator[None]:
+    """Runs in this process may leave SIGINT ignored (Lightning, after a KeyboardInterrupt)."""
+    handlers = {signum: signal.getsignal(signum) for signum in SIGNALS.values()}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
-    """Both runs at once (their start-ups overlap), each stopped by its signal once a
-    training step has run: name -> (exit code, stdout, stderr)."""
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, str, str]]:
+    """Four real runs at once (their start-ups overlap), each stopped by its signal once a
+    training step has run: on one process, Ctrl-C and SIGTERM; on ddp-cpu, Ctrl-C to every
+    process of the job (as a terminal sends it) and SIGTERM to the launching process alone
+    (as `kill` does). name -> (folder, exit code, stdout, stderr)."""
     processes = {}
-    for name in SIGNALS:
+    for name in ("ctrl-c", "sigterm", "ddp-ctrl-c", "ddp-sigterm"):
         folder = tmp_path_factory.mktemp(name)
+        ddp = ("--config", preset("ddp-cpu")) if name.startswith("ddp") else ()
         processes[name] = (
             folder,
             subprocess.Popen(
                 train_command(
+                    *ddp,
                     *("--trainer.max_epochs", "1000", "--export.formats", "[]"),
-                    "--trainer.callbacks+=tests.probes.TrainingStarted",
-                    *("--trainer.callbacks.out_dir", "probe"),
+                    *(*STARTED, "probe", *STOPPED, "probe"),
                 ),
                 cwd=folder,
                 env=script_env(),
@@ -36,39 +68,141 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 text=True,
+                start_new_session=True,  # its own process group, as a job in a terminal
             ),
         )
-    deadline = time.monotonic() + 120  # bounds the wait, asserts nothing about speed
+    deadline = time.monotonic() + 180  # bounds the wait, asserts nothing about speed
     waiting = dict(processes)
     while waiting and time.monotonic() < deadline:
         for name, (folder, process) in list(waiting.items()):
             assert process.poll() is None, process.communicate()
-            if (folder / "probe" / "started").exists():
-                process.send_signal(SIGNALS[name])  # inside fit: a training step has run
+            if (folder / "probe" / "started").exists():  # inside fit: a step has run
+                signum = SIGNALS[name.removeprefix("ddp-")]
+                if name == "ddp-ctrl-c":
+                    os.killpg(process.pid, signum)
+                else:
+                    process.send_signal(signum)
                 del waiting[name]
         time.sleep(0.05)
-    assert not waiting, f"no training step within 2 minutes: {sorted(waiting)}"
+    assert not waiting, f"no training step within 3 minutes: {sorted(waiting)}"
     results = {}
-    for name, (_, process) in processes.items():
+    for name, (folder, process) in processes.items():
         stdout, stderr = process.communicate(timeout=120)
-        results[name] = process.returncode, stdout, stderr
+        results[name] = folder, process.returncode, stdout, stderr
     return results
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("name", "exit_code", "reason"),
-    [("ctrl-c", 130, "stopped by Ctrl-C"), ("sigterm", 143, "stopped by SIGTERM")],
-    ids=["ctrl-c", "sigterm"],
-)
-def test_an_interrupted_run_exits_with_its_code_and_says_so(
-    interrupted: dict[str, tuple[int, str, str]], name: str, exit_code: int, reason: str
+@pytest.mark.parametrize("name", ["ctrl-c", "sigterm", "ddp-ctrl-c", "ddp-sigterm"])
+def test_an_interrupted_run_saves_last_ckpt_and_prints_how_to_resume(
+    interrupted: dict[str, tuple[Path, int, str, str]], name: str
 ) -> None:
-    returncode, stdout, stderr = interrupted[name]
-    assert returncode == exit_code, stderr[-3000:]
+    folder, returncode, stdout, stderr = interrupted[name]
+    kind = name.removeprefix("ddp-")
+    assert returncode == EXIT_CODES[kind], stderr[-3000:]
     assert "Traceback" not in stderr
+    command = resume_line(stderr)
+    assert command[:2] == ["python", "train.py"]
+    assert command[-2] == "--ckpt_path"
+    checkpoint = read_checkpoint(folder / command[-1])
+    assert Path(command[-1]).name == "last.ckpt"
+
     summary = json.loads(
         Path(stdout.strip().splitlines()[-1].removeprefix("summary: ")).read_text()
     )
-    assert (summary["status"], summary["reason"]) == ("interrupted", reason)
-    assert summary["epochs"] < 1000
+    assert (summary["status"], summary["reason"]) == ("interrupted", REASONS[kind])
+    assert summary["resume"] == shlex.join(command)
+    assert summary["paths"]["last_checkpoint"] == str((folder / command[-1]).resolve())
+    # Saved at the step where every process stopped (the signal reached the launching
+    # process alone for ddp-sigterm): nothing trained after the checkpoint.
+    ranks = 2 if name.startswith("ddp") else 1
+    stops = [
+        json.loads((folder / "probe" / f"stop-rank-{rank}.json").read_text())
+        for rank in range(ranks)
+        if rank == 0 or _wait_for(folder / "probe" / f"stop-rank-{rank}.json")
+    ]
+    assert len(stops) == ranks
+    assert {stop["global_step"] for stop in stops} == {checkpoint["global_step"]}
+    assert {stop["exception"] for stop in stops} == {"TrainingInterrupted"}
+    assert summary["global_step"] == checkpoint["global_step"] >= 1
+
+
+def _wait_for(path: Path, timeout_s: float = 60) -> bool:
+    """Another DDP process's file: it may still be exiting when the launcher has."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.exists()
+
+
+STOP_AFTER_STEP = 25  # epochs of 20 steps: the signal comes 5 steps into the second
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("error:.*ended before the epoch ended")  # "not resumable"
+def test_a_run_stopped_mid_epoch_resumes_with_its_command_to_the_uninterrupted_weights(
+    tmp_path: Path, restore_torch_flags: None, restore_signal_handlers: None
+) -> None:
+    """In this process (one thread, as the reference): a real SIGTERM at a known step, the
+    resume by the printed command, and a run that was never stopped."""
+    args = ["--config", preset("reproducible"), "--trainer.max_epochs", "2"]
+    args += ["--export.formats", "[]"]
+    probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
+    probe += ["SIGTERM", "--trainer.callbacks.step", str(STOP_AFTER_STEP)]
+    (tmp_path / "stopped").mkdir()
+    (tmp_path / "uninterrupted").mkdir()
+    with one_thread():
+        stopped = run_until_exit(tmp_path / "stopped", *args, *probe)
+        assert stopped.code == 143, stopped.stderr
+        command = resume_line(stopped.stderr)
+        saved = read_checkpoint(tmp_path / "stopped" / command[-1])
+        resumed = run_training(tmp_path / "stopped", *command[2:])
+        reference = run_training(tmp_path / "uninterrupted", *args)
+
+    # The step after the signal's, in the middle of the second epoch.
+    assert (saved["epoch"], saved["global_step"]) == (1, STOP_AFTER_STEP + 1)
+    assert command[2:-2] == [*args, *probe]
+    assert resumed.summary["status"] == "completed"
+    assert resumed.summary["global_step"] == reference.summary["global_step"]
+    resumed_state = read_checkpoint(resumed.summary["paths"]["last_checkpoint"])["state_dict"]
+    reference_state = read_checkpoint(reference.summary["paths"]["last_checkpoint"])["state_dict"]
+    assert resumed_state.keys() == reference_state.keys()
+    for key, value in reference_state.items():
+        assert torch.equal(resumed_state[key], value), key
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_without_saving(
+    tmp_path: Path, restore_signal_handlers: None
+) -> None:
+    probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
+    probe += ["SIGINT", "--trainer.callbacks.step", "3", "--trainer.callbacks.times", "2"]
+    stopped = run_until_exit(tmp_path, "--trainer.max_epochs", "5", *probe)
+    assert stopped.code == 130
+    assert "interrupted: stopped by Ctrl-C" in stopped.stderr
+    assert "resume: " not in stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    (summary_path,) = tmp_path.glob("runs/**/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert (summary["status"], summary["global_step"]) == ("interrupted", 3)
+    assert not list(tmp_path.glob("runs/**/last.ckpt")), "the second Ctrl-C saves nothing"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "python train.py --ckpt_path runs/x/last.ckpt"),
+        (
+            ["--config", "my run.yaml", "--ckpt_path", "last", "--trainer.max_epochs", "9"],
+            "python train.py --config 'my run.yaml' --trainer.max_epochs 9 "
+            "--ckpt_path runs/x/last.ckpt",
+        ),
+        (["--ckpt_path=old.ckpt"], "python train.py --ckpt_path runs/x/last.ckpt"),
+    ],
+    ids=["no-args", "replaces-ckpt-path", "replaces-ckpt-path-equals"],
+)
+def test_resume_command_keeps_the_arguments_and_replaces_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resume_command(args, tmp_path / "runs" / "x" / "last.ckpt") == expected

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from .data_files import DataError, DataSource, read_data
 from .images import ColorMode
+from .resumable_loader import ResumableDataLoader
 from .runtime import available_cores
 
 DEFAULT_SHIFT_PROB = 0.3  # images only: share of training images shifted by one pixel
@@ -112,6 +113,7 @@ class ClassificationDataModule(L.LightningDataModule):
         self.image_size = image_size
         self.color_mode = color_mode
         self.label_column = label_column
+        self._train_loader_state: dict[str, Any] | None = None
         # Read and split now, while the CLI builds its objects: a bad file stops the run
         # before any training, with a DataError that names it.
         images = len(self.input_shape) == 3
@@ -179,7 +181,26 @@ class ClassificationDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        resume, self._train_loader_state = self._train_loader_state, None
+        return self._loader(self.train_set, shuffle=True, resume_from=resume)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in checkpoints: where the training loader is in its epoch.
+
+        (The loader's own state_dict is saved by Lightning too, but Lightning gives it back
+        only to a loader made after the restore, and a module whose optimizer schedule asks
+        for trainer.estimated_stepping_batches has its loader made before.)"""
+        trainer = self.trainer
+        loader = trainer.train_dataloader if trainer is not None else None
+        # After an epoch's last batch (all of it, or trainer.limit_train_batches) the next
+        # epoch starts afresh: nothing of this one to replay.
+        if not isinstance(loader, ResumableDataLoader) or _epoch_done(trainer):
+            return {}
+        return {"train_loader": loader.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restored before the training loader is made: it resumes where it was."""
+        self._train_loader_state = state_dict.get("train_loader")
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_set, shuffle=False)
@@ -201,16 +222,24 @@ class ClassificationDataModule(L.LightningDataModule):
             batch = (torch.where(chosen, shifted, x), y)
         return batch
 
-    def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
+    def _loader(
+        self, dataset: Dataset, shuffle: bool, resume_from: dict[str, Any] | None = None
+    ) -> DataLoader:
         workers = default_num_workers(dataset) if self.num_workers is None else self.num_workers
-        return DataLoader(
-            dataset,
+        options: dict[str, Any] = dict(
             batch_size=self.batch_size,
             shuffle=shuffle,
             num_workers=workers,
             persistent_workers=workers > 0,
             collate_fn=batch_collate(dataset),
         )
+        if shuffle:  # training: resumable in the middle of an epoch, batch for batch
+            return ResumableDataLoader(dataset, resume_from=resume_from, **options)
+        return DataLoader(dataset, **options)
+
+
+def _epoch_done(trainer: L.Trainer) -> bool:
+    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
 
 
 class InMemoryDataset(TensorDataset):

@@ -40,9 +40,18 @@ def finish(cli: Any, tested: dict[str, float], confusion: torch.Tensor, start: f
     return path
 
 
-def stop(cli: Any, start: float, status: str, reason: str, exit_code: int) -> None:
+def stop(
+    cli: Any,
+    start: float,
+    status: str,
+    reason: str,
+    exit_code: int,
+    resume: str | None = None,
+    checkpoint: Path | None = None,
+) -> None:
     """A run that ended before its test: summary.json with the status, the reason and where
-    it stopped; the reason in one line (no traceback: it names the fix); then exit."""
+    it stopped; the reason in one line (no traceback: it names the fix), the command that
+    resumes it if there is one; then exit."""
     trainer = cli.trainer
     if trainer.is_global_zero:
         summary = build_summary(
@@ -52,9 +61,13 @@ def stop(cli: Any, start: float, status: str, reason: str, exit_code: int) -> No
             time.perf_counter() - start,
             status=status,
             reason=reason,
+            resume=resume,
+            last_checkpoint=checkpoint,
             class_names=cli.datamodule.class_names,
         )
         path = write_summary(summary, run_dir(trainer))
         print(f"{'error' if status == 'failed' else status}: {reason}", file=sys.stderr)
+        if resume:
+            print(f"resume: {resume}", file=sys.stderr)
         print(f"summary: {path}")
     raise SystemExit(exit_code)

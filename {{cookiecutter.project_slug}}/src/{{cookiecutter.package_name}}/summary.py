@@ -44,15 +44,19 @@ def build_summary(
     status: str = "completed",
     reason: str | None = None,
     class_names: list[str] | None = None,
+    resume: str | None = None,
+    last_checkpoint: Path | None = None,
 ) -> dict[str, Any]:
     """What the run did. ``status``: completed (trained, tested, exported), failed (an error
-    stopped it; ``reason`` says which) or interrupted (Ctrl-C or SIGTERM)."""
+    stopped it; ``reason`` says which) or interrupted (Ctrl-C or SIGTERM; ``resume`` is the
+    command that goes on from ``last_checkpoint``)."""
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
     best_score = getattr(checkpoint, "best_model_score", None)
     return {
         "status": status,
         "reason": reason,
+        "resume": resume,
         "metrics": {
             **{key: round(float(value), 6) for key, value in test_metrics.items()},
             **(
@@ -69,7 +73,9 @@ def build_summary(
         "paths": {
             "run_dir": str(run_dir(trainer)),
             "best_checkpoint": str(Path(best).resolve()) if best else None,
-            "last_checkpoint": _last_checkpoint(trainer),
+            "last_checkpoint": (
+                str(last_checkpoint.resolve()) if last_checkpoint else _last_checkpoint(trainer)
+            ),
             "logs": _log_dir(trainer),
             "export_report": exported["report"] if exported else None,
             "export_metadata": exported["metadata"] if exported else None,
