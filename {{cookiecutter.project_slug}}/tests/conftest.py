@@ -98,7 +98,10 @@ def one_thread() -> Iterator[None]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        # train.main sets the thread count from OMP_NUM_THREADS (else from the cores).
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("OMP_NUM_THREADS", "1")
+            yield
     finally:
         torch.set_num_threads(threads)
 

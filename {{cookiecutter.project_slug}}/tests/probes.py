@@ -79,13 +79,18 @@ class SendSignal(L.Callback):
     ``step`` optimizer steps have run: a real signal at a known step, for runs that a test
     must interrupt at the same place every time."""
 
-    def __init__(self, step: int, signal: str = "SIGINT", times: int = 1) -> None:
+    def __init__(
+        self, step: int, signal: str = "SIGINT", times: int = 1, rank: int | None = None
+    ) -> None:
+        """``rank``: only this DDP process sends it (None: every process, to itself)."""
         self.step = step
         self.signal = getattr(signal_module, signal)
         self.times = times
+        self.rank = rank
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.step:
+        chosen = self.rank is None or trainer.global_rank == self.rank
+        if trainer.global_step == self.step and chosen:
             for _ in range(self.times):
                 os.kill(os.getpid(), self.signal)
 

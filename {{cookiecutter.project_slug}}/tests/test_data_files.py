@@ -137,6 +137,18 @@ def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: 
         (["--model.lr", "-1"], "--model.lr -1.0: must be a positive learning rate"),
         (["--trainer.max_epochs", "0"], "--trainer.max_epochs 0: must be 1 or more epochs"),
         (["--data.num_workers", "-2"], "--data.num_workers -2: must be 0 or more"),
+        (["--model.net.init_args.dropout", "1.5"], "dropout 1.5: must be a probability"),
+        (
+            ["--model.net.init_args.hidden_sizes", "[64, 0]"],
+            "hidden_sizes [64, 0]: must be positive layer widths",
+        ),
+        (
+            [
+                *("--model.net", "{{ cookiecutter.package_name }}.model.ConvClassifier"),
+                *("--model.net.init_args.pool_size", "0"),
+            ],
+            "pool_size 0: must be a positive size",
+        ),
     ],
 )
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
 from {{ cookiecutter.package_name }}.interruption import resume_command
 
 from .conftest import one_thread, run_training, run_until_exit
-from .subprocesses import preset, script_env, train_command
+from .subprocesses import preset, run_train, script_env, train_command
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
 EXIT_CODES = {"ctrl-c": 130, "sigterm": 143}
@@ -166,6 +166,49 @@ def test_a_run_stopped_mid_epoch_resumes_with_its_command_to_the_uninterrupted_w
     assert resumed.summary["global_step"] == reference.summary["global_step"]
     resumed_state = read_checkpoint(resumed.summary["paths"]["last_checkpoint"])["state_dict"]
     reference_state = read_checkpoint(reference.summary["paths"]["last_checkpoint"])["state_dict"]
+    assert resumed_state.keys() == reference_state.keys()
+    for key, value in reference_state.items():
+        assert torch.equal(resumed_state[key], value), key
+
+
+DDP_STOP_AFTER_STEP = 15  # 2 processes: epochs of 10 steps each
+
+
+@pytest.mark.slow
+def test_a_ddp_run_stopped_on_one_process_resumes_to_the_uninterrupted_weights(
+    tmp_path: Path,
+) -> None:
+    """ddp-cpu, 2 processes: a real SIGTERM to rank 0 alone at a known step (both stop at the
+    next), the resume by the printed command, and a run never stopped (started at once)."""
+    args = ["--config", preset("ddp-cpu"), "--config", preset("reproducible")]
+    args += ["--trainer.max_epochs", "2", "--export.formats", "[]"]
+    probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
+    probe += ["SIGTERM", "--trainer.callbacks.step", str(DDP_STOP_AFTER_STEP)]
+    probe += ["--trainer.callbacks.rank", "0"]
+    runs = {}
+    for name, extra in (("stopped", probe), ("uninterrupted", [])):
+        (tmp_path / name).mkdir()
+        runs[name] = subprocess.Popen(
+            train_command(*args, *extra),
+            cwd=tmp_path / name,
+            env=script_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+    outputs = {name: process.communicate(timeout=300) for name, process in runs.items()}
+    assert runs["uninterrupted"].returncode == 0, outputs["uninterrupted"][1][-3000:]
+    assert runs["stopped"].returncode == 143, outputs["stopped"][1][-3000:]
+    command = resume_line(outputs["stopped"][1])
+    saved = read_checkpoint(tmp_path / "stopped" / command[-1])
+    assert (saved["epoch"], saved["global_step"]) == (1, DDP_STOP_AFTER_STEP + 1)
+
+    resumed = run_train(tmp_path / "stopped", *command[2:])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resumed_state = read_checkpoint(tmp_path / "stopped" / command[-1])["state_dict"]
+    (reference,) = (tmp_path / "uninterrupted").glob("runs/**/checkpoints/last.ckpt")
+    reference_state = read_checkpoint(reference)["state_dict"]
     assert resumed_state.keys() == reference_state.keys()
     for key, value in reference_state.items():
         assert torch.equal(resumed_state[key], value), key

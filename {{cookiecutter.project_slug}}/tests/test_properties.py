@@ -7,6 +7,7 @@ examples: `HYPOTHESIS_PROFILE=thorough pytest tests/test_properties.py`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 from pathlib import Path
@@ -19,10 +20,16 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import predict
-from {{ cookiecutter.package_name }} import artifacts
+from {{ cookiecutter.package_name }} import artifacts, model
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.data_files import DataError
-from {{ cookiecutter.package_name }}.options import RANGES, OptionError, check_options
+from {{ cookiecutter.package_name }}.options import (
+    NETWORK_RANGES,
+    RANGES,
+    SHIPPED_NETWORKS,
+    OptionError,
+    check_options,
+)
 
 settings.register_profile(
     "default", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -104,6 +111,41 @@ def test_any_option_value_passes_or_is_refused_in_one_line(key: str, value) -> N
         check_options(config)
     except OptionError as error:
         assert str(error).startswith(f"--{key} ") and "\n" not in str(error)
+
+
+# Values of each argument's type (jsonargparse refuses other types before the ranges).
+NETWORK_VALUES = {
+    "hidden_sizes": st.lists(st.integers(-3, 300), max_size=3),
+    "channels": st.lists(st.integers(-3, 40), max_size=3),
+    "dropout": st.floats(-2, 2, allow_nan=False),
+    "pool_size": st.integers(-3, 5),
+}
+
+
+@given(
+    network=st.sampled_from(SHIPPED_NETWORKS),
+    name_and_value=st.sampled_from(sorted(NETWORK_RANGES)).flatmap(
+        lambda name: st.tuples(st.just(name), NETWORK_VALUES[name])
+    ),
+)
+def test_any_value_of_a_shipped_network_argument_passes_or_is_refused_in_one_line(
+    network: str, name_and_value: tuple[str, object]
+) -> None:
+    name, value = name_and_value
+    from jsonargparse import Namespace
+
+    config = Namespace()
+    config["model.net"] = Namespace(class_path=network, init_args=Namespace({name: value}))
+    try:
+        check_options(config)
+    except OptionError as error:
+        assert str(error).startswith(f"--model.net.init_args.{name} ")
+        assert "\n" not in str(error)
+        return
+    # Accepted values build the network.
+    cls = getattr(model, network.rpartition(".")[2])
+    if name in inspect.signature(cls).parameters:
+        cls(input_shape=(1, 8, 8), num_classes=3, **{name: value})
 
 
 @pytest.fixture(scope="module")

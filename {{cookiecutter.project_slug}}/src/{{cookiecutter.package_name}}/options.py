@@ -37,15 +37,41 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+# The arguments of the networks this project ships (model.py), under
+# model.net.init_args; a network of your own checks its own in its __init__.
+SHIPPED_NETWORKS = tuple(
+    f"{__name__.rpartition('.')[0]}.model.{name}" for name in ("MLPClassifier", "ConvClassifier")
+)
+NETWORK_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "hidden_sizes": (
+        lambda v: all(width > 0 for width in v),
+        "positive layer widths, e.g. [256, 256] ([] for none)",
+    ),
+    "channels": (lambda v: all(c > 0 for c in v), "positive channel counts, e.g. [32, 64]"),
+    "dropout": (lambda v: 0 <= v < 1, "a probability in [0, 1), e.g. 0.3"),
+    "pool_size": (_positive, "a positive size, e.g. 4"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def check_options(config: Any) -> None:
     """Raise OptionError for the first option out of range; ``config`` is the parsed
     Namespace (dotted keys)."""
     for key, (accepts, expected) in RANGES.items():
         value = config.get(key)
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if not accepts(value):
+        if _is_number(value) and not accepts(value):
             raise OptionError(f"--{key} {value}: must be {expected}.")
+    net = config.get("model.net")
+    if getattr(net, "class_path", None) in SHIPPED_NETWORKS and net.get("init_args"):
+        for name, (accepts, expected) in NETWORK_RANGES.items():
+            value = net.init_args.get(name)
+            numbers = value if isinstance(value, list | tuple) else [value]
+            if value is not None and all(map(_is_number, numbers)) and not accepts(value):
+                shown = list(value) if isinstance(value, list | tuple) else value
+                raise OptionError(f"--model.net.init_args.{name} {shown}: must be {expected}.")
     val, test = config.get("data.val_fraction"), config.get("data.test_fraction")
     if val is not None and test is not None and val + test >= 1:
         raise OptionError(

@@ -14,7 +14,6 @@ torch's DataLoader, samplers and workers as they are and only replays the epoch'
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,11 +24,14 @@ from torch.utils.data import DataLoader
 class ResumableDataLoader(DataLoader):
     """torch's DataLoader whose place in the epoch is saved in checkpoints.
 
-    Its state: the random state the epoch's iterator was made from (the shuffle order and
-    the workers' seeds derive from it) and the number of batches trained. On resume the
-    epoch's iterator is made again from that random state, without disturbing the restored
-    one, and skips the trained batches by their indices, without loading them. Every
-    argument, sampler (DistributedSampler under DDP too) and worker setting is torch's.
+    An epoch draws from the global random state twice: when its iterator is made (the
+    workers' base seed) and when its first batch is asked for (a RandomSampler's shuffle;
+    Lightning makes the first epoch's iterator before it calls ``set_epoch``, so this
+    draw must stay where torch makes it). Its state: both random states and the number of
+    batches trained. On resume both draws are made again from them, without disturbing the
+    restored random state, and the trained batches are skipped by their indices, without
+    loading them. Every argument, sampler (DistributedSampler under DDP too) and worker
+    setting is torch's.
     """
 
     def __init__(self, *args: Any, resume_from: dict[str, Any] | None = None, **kwargs: Any):
@@ -38,34 +40,39 @@ class ResumableDataLoader(DataLoader):
         super().__init__(*args, **kwargs)
         self._resume_from = resume_from
         self._yielded = 0
-        self._skip = 0
-        self._epoch_random_state: torch.Tensor | None = None
+        self._iter_random_state: torch.Tensor | None = None
+        self._first_random_state: torch.Tensor | None = None
+        self._resume_first: tuple[torch.Tensor, int] | None = None
 
     def state_dict(self) -> dict[str, Any]:
         # Lightning fetches no batch ahead from a loader with a length: every batch handed
         # out has been trained when a checkpoint is written (tests/test_interruption.py
         # checks the outcome, bit-identical weights after a resume).
-        return {"random_state": self._epoch_random_state, "batches_trained": self._yielded}
+        return {
+            "iter_random_state": self._iter_random_state,
+            "first_random_state": self._first_random_state,
+            "batches_trained": self._yielded,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resume_from = state_dict
 
     def __iter__(self) -> Iterator[Any]:
         resume, self._resume_from = self._resume_from, None
-        if resume is None or resume.get("random_state") is None:
-            self._epoch_random_state = self._random_state()
-            self._skip = 0
+        if resume is None or resume.get("first_random_state") is None:
+            self._iter_random_state = self._random_state()
+            self._resume_first = None
+            self._yielded = 0
+            return self._count(super().__iter__())
+        restored = self._random_state()
+        self._iter_random_state = resume["iter_random_state"]
+        self._resume_first = (resume["first_random_state"], int(resume["batches_trained"]))
+        self._yielded = int(resume["batches_trained"])
+        self._set_random_state(self._iter_random_state)
+        try:
             batches = super().__iter__()
-        else:
-            restored = self._random_state()
-            self._set_random_state(resume["random_state"])
-            self._epoch_random_state = resume["random_state"]
-            self._skip = int(resume["batches_trained"])
-            try:
-                batches = super().__iter__()  # draws the epoch's seeds, skips trained batches
-            finally:
-                self._set_random_state(restored)
-        self._yielded = self._skip
+        finally:
+            self._set_random_state(restored)
         return self._count(batches)
 
     def _count(self, batches: Iterator[Any]) -> Iterator[Any]:
@@ -76,7 +83,7 @@ class ResumableDataLoader(DataLoader):
     @property
     def _index_sampler(self) -> Any:
         # torch's iterators take the batches' indices from here, once per epoch.
-        return _SkipFirst(super()._index_sampler, self)
+        return _ResumableIndices(super()._index_sampler, self)
 
     def _random_state(self) -> torch.Tensor:
         generator = self.generator
@@ -90,10 +97,9 @@ class ResumableDataLoader(DataLoader):
             torch.set_rng_state(state)
 
 
-class _SkipFirst:
-    """A sampler of batch indices that drops the loader's ``_skip`` first batches at the
-    start of an iteration. Its ``__iter__`` is eager: the shuffle is drawn when the epoch's
-    iterator is made, from the random state the loader saves."""
+class _ResumableIndices:
+    """The batches' indices of an epoch: records the random state at the first batch, and
+    on resume draws the shuffle from the saved one and drops the trained batches."""
 
     def __init__(self, sampler: Any, loader: ResumableDataLoader) -> None:
         self.sampler = sampler
@@ -103,11 +109,27 @@ class _SkipFirst:
         return len(self.sampler)
 
     def __iter__(self) -> Iterator[Any]:
-        skip, self.loader._skip = self.loader._skip, 0
-        indices = iter(self.sampler)
-        for _ in range(skip):
-            next(indices, None)
-        # torch's RandomSampler draws its shuffle at its first batch, whenever the loop asks
-        # for it: drawn here, the shuffle depends only on the random state saved above.
-        first = next(indices, None)
-        return indices if first is None else itertools.chain([first], indices)
+        resume, self.loader._resume_first = self.loader._resume_first, None
+        return self._indices(resume)
+
+    def _indices(self, resume: tuple[torch.Tensor, int] | None) -> Iterator[Any]:
+        # A generator: this runs when the first batch is asked for, as torch's sampler does.
+        loader = self.loader
+        if resume is None:
+            loader._first_random_state = loader._random_state()
+            yield from self.sampler
+            return
+        state, skip = resume
+        loader._first_random_state = state
+        restored = loader._random_state()
+        loader._set_random_state(state)
+        try:
+            indices = iter(self.sampler)
+            for _ in range(skip):
+                next(indices, None)
+            first = next(indices, None)  # the sampler's draws happen here
+        finally:
+            loader._set_random_state(restored)
+        if first is not None:
+            yield first
+            yield from indices
