@@ -88,6 +88,19 @@ def run_until_exit(directory: Path, *args: str) -> Exit:
     return Exit(exit_info.value.code, stdout.getvalue(), stderr.getvalue())
 
 
+def assert_same_weights(checkpoint: str | Path, reference: str | Path) -> None:
+    """The two checkpoints hold the same tensors, bit for bit (each named if not)."""
+    import torch
+
+    from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
+
+    state = read_checkpoint(checkpoint)["state_dict"]
+    reference_state = read_checkpoint(reference)["state_dict"]
+    assert state.keys() == reference_state.keys()
+    for key, value in reference_state.items():
+        assert torch.equal(state[key], value), key
+
+
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """One CPU thread, as in a process started with OMP_NUM_THREADS=1, for runs whose

@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
-from .conftest import one_thread, run_training, run_until_exit
+from .conftest import assert_same_weights, one_thread, run_training, run_until_exit
 from .subprocesses import preset, script_env, train_command
 
 EPOCHS = 10
@@ -112,11 +111,7 @@ def test_sigkilled_run_resumes_to_the_weights_of_an_uninterrupted_one(
     assert last_checkpoint(tmp_path / "killed") == last
     assert resumed.summary_path == last.parent.parent / "summary.json"
     assert resumed.summary["epochs"] == EPOCHS
-    resumed_state = read_checkpoint(last)["state_dict"]
-    reference_state = read_checkpoint(last_checkpoint(tmp_path / "uninterrupted"))["state_dict"]
-    assert resumed_state.keys() == reference_state.keys()
-    for key, value in reference_state.items():
-        assert torch.equal(resumed_state[key], value), key
+    assert_same_weights(last, last_checkpoint(tmp_path / "uninterrupted"))
 
 
 @pytest.mark.slow

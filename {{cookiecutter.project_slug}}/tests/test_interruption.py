@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
 from {{ cookiecutter.package_name }}.interruption import resume_command
 
-from .conftest import one_thread, run_training, run_until_exit
+from .conftest import assert_same_weights, one_thread, run_training, run_until_exit
 from .subprocesses import preset, run_train, script_env, train_command
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
@@ -164,11 +163,9 @@ def test_a_run_stopped_mid_epoch_resumes_with_its_command_to_the_uninterrupted_w
     assert command[2:-2] == [*args, *probe]
     assert resumed.summary["status"] == "completed"
     assert resumed.summary["global_step"] == reference.summary["global_step"]
-    resumed_state = read_checkpoint(resumed.summary["paths"]["last_checkpoint"])["state_dict"]
-    reference_state = read_checkpoint(reference.summary["paths"]["last_checkpoint"])["state_dict"]
-    assert resumed_state.keys() == reference_state.keys()
-    for key, value in reference_state.items():
-        assert torch.equal(resumed_state[key], value), key
+    assert_same_weights(
+        resumed.summary["paths"]["last_checkpoint"], reference.summary["paths"]["last_checkpoint"]
+    )
 
 
 DDP_STOP_AFTER_STEP = 15  # 2 processes: epochs of 10 steps each
@@ -206,12 +203,8 @@ def test_a_ddp_run_stopped_on_one_process_resumes_to_the_uninterrupted_weights(
 
     resumed = run_train(tmp_path / "stopped", *command[2:])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    resumed_state = read_checkpoint(tmp_path / "stopped" / command[-1])["state_dict"]
     (reference,) = (tmp_path / "uninterrupted").glob("runs/**/checkpoints/last.ckpt")
-    reference_state = read_checkpoint(reference)["state_dict"]
-    assert resumed_state.keys() == reference_state.keys()
-    for key, value in reference_state.items():
-        assert torch.equal(resumed_state[key], value), key
+    assert_same_weights(tmp_path / "stopped" / command[-1], reference)
 
 
 @pytest.mark.slow

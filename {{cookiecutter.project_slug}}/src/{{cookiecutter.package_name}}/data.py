@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from .data_files import DataError, DataSource, read_data
 from .images import ColorMode
-from .resumable_loader import ResumableDataLoader
+from .resumable_loader import ResumableDataLoader, epoch_batches_done
 from .runtime import available_cores
 
 DEFAULT_SHIFT_PROB = 0.3  # images only: share of training images shifted by one pixel
@@ -192,9 +192,8 @@ class ClassificationDataModule(L.LightningDataModule):
         for trainer.estimated_stepping_batches has its loader made before.)"""
         trainer = self.trainer
         loader = trainer.train_dataloader if trainer is not None else None
-        # After an epoch's last batch (all of it, or trainer.limit_train_batches) the next
-        # epoch starts afresh: nothing of this one to replay.
-        if not isinstance(loader, ResumableDataLoader) or _epoch_done(trainer):
+        # After an epoch's last batch the next epoch starts afresh.
+        if not isinstance(loader, ResumableDataLoader) or epoch_batches_done(trainer):
             return {}
         return {"train_loader": loader.state_dict()}
 
@@ -236,10 +235,6 @@ class ClassificationDataModule(L.LightningDataModule):
         if shuffle:  # training: resumable in the middle of an epoch, batch for batch
             return ResumableDataLoader(dataset, resume_from=resume_from, **options)
         return DataLoader(dataset, **options)
-
-
-def _epoch_done(trainer: L.Trainer) -> bool:
-    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
 
 
 class InMemoryDataset(TensorDataset):

@@ -22,6 +22,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from .resumable_loader import epoch_batches_done
+
 log = logging.getLogger(__name__)
 
 # What a shell reports for a process ended by each signal (128 + the signal's number).
@@ -85,7 +87,7 @@ class StopOnSignal(L.Callback):
     ) -> None:
         # A step boundary: the optimizer has stepped (not in the middle of accumulating
         # gradients, which checkpoints do not hold).
-        if (batch_idx + 1) % trainer.accumulate_grad_batches and not _last_batch(trainer):
+        if (batch_idx + 1) % trainer.accumulate_grad_batches and not epoch_batches_done(trainer):
             return
         # Collective under DDP: the processes stop at the same step whichever got the signal.
         if not trainer.strategy.reduce_boolean_decision(self.requested is not None, all=False):
@@ -120,10 +122,6 @@ class StopOnSignal(L.Callback):
         if folder is None:
             folder = Path(trainer.default_root_dir) / "checkpoints"
         return Path(folder) / self.filename
-
-
-def _last_batch(trainer: L.Trainer) -> bool:
-    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
 
 
 def resume_command(args: Sequence[str], checkpoint: Path, script: str = "train.py") -> str:

@@ -21,6 +21,12 @@ import torch
 from torch.utils.data import DataLoader
 
 
+def epoch_batches_done(trainer: Any) -> bool:
+    """The running epoch's last training batch (all of them, or trainer.limit_train_batches)
+    has been fetched: a checkpoint from here on has nothing of this epoch left to replay."""
+    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+
+
 class ResumableDataLoader(DataLoader):
     """torch's DataLoader whose place in the epoch is saved in checkpoints.
 
