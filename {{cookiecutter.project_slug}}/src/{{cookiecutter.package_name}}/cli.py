@@ -126,13 +126,23 @@ class ProjectCLI(LightningCLI):
         return [str(path) for path in self.config.get("config") or []] or ["configs/default.yaml"]
 
 
-def build_cli(args: list[str] | None, default_config: Path) -> ProjectCLI:
+class ParseOnlyCLI(ProjectCLI):
+    """The parsed, checked config and its parser; nothing built (sweep.py checks a search
+    space's values with it, and writes the best trial's config)."""
+
+    def instantiate_classes(self) -> None:
+        pass
+
+
+def build_cli(
+    args: list[str] | None, default_config: Path, cli_class: type[ProjectCLI] = ProjectCLI
+) -> ProjectCLI:
     """Parse ``args`` on top of ``default_config`` and instantiate model, data and Trainer.
 
     Raises one of STARTUP_ERRORS, before any training, for a config this machine cannot run,
     a checkpoint that cannot be resumed, an unusable data file, export format or network.
     """
-    return ProjectCLI(
+    return cli_class(
         LitClassifier,
         ClassificationDataModule,
         args=args,

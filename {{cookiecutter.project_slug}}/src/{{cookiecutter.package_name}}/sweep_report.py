@@ -1,0 +1,159 @@
+"""What a sweep leaves in runs/sweeps/<name>/: report.md, best.yaml and the plots.
+
+Written after every run of sweep.py, also after Ctrl-C or by a process that found the study
+already full, from what the study's storage holds (so it covers every process's trials).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from .search_space import SweepSpec, from_param
+
+PLOTS = {
+    "history": "plot_optimization_history",
+    "importances": "plot_param_importances",
+    "parameters": "plot_slice",
+    "curves": "plot_intermediate_values",
+}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Several processes may write the same report at the end: each writes whole files."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def best_trial(study: optuna.Study) -> FrozenTrial | None:
+    """The best complete trial (None before any)."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    return study.best_trial if complete else None
+
+
+def sorted_trials(study: optuna.Study, spec: SweepSpec) -> list[FrozenTrial]:
+    """Best first; trials without a value (failed, running) last, by number."""
+    sign = -1 if spec.direction == "maximize" else 1
+    return sorted(
+        study.get_trials(deepcopy=False),
+        key=lambda t: (t.value is None, sign * (t.value or 0.0), t.number),
+    )
+
+
+def format_value(value: Any) -> str:
+    """A parameter for people: 4 significant digits (best.yaml keeps every digit)."""
+    value = from_param(value)
+    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+
+
+def format_params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={format_value(value)}" for key, value in params.items())
+
+
+def _number(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def write_report(
+    study: optuna.Study,
+    spec: SweepSpec,
+    folder: Path,
+    baselines: dict[str, Any],
+    plots: dict[str, str],
+) -> Path:
+    """report.md: the best trial beside the baselines, then every trial, best first."""
+    trials = study.get_trials(deepcopy=False)
+    counts = {state.name.lower(): 0 for state in TrialState}
+    for trial in trials:
+        counts[trial.state.name.lower()] += 1
+    goal = "Maximise" if spec.direction == "maximize" else "Minimise"
+    lines = [
+        f"# Sweep {study.study_name}",
+        "",
+        f"{goal} {spec.metric} (each trial's best epoch); pruner: {spec.pruner}. Trials: "
+        + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+        + f". Each trial's logs and checkpoints: {folder / 'trials'}.",
+        "",
+    ]
+    best = best_trial(study)
+    if best is not None:
+        lines += [
+            f"## Best: trial {best.number}",
+            "",
+            f"- {spec.metric}: {best.value:.4f}",
+            f"- test accuracy (its best checkpoint): {_number(best.user_attrs.get('test/acc'))}",
+            f"- parameters: {format_params(best.params)}",
+            "- train it: `python train.py --config " + str(folder / "best.yaml") + "`",
+        ]
+    lines += [
+        f"- baselines on the same test split: majority class "
+        f"{_number(baselines.get('majority_class'))}, logistic regression "
+        + (
+            _number(baselines.get("logistic_regression"))
+            if baselines.get("logistic_regression") is not None
+            else f"skipped ({baselines.get('skipped', 'not computed')})"
+        ),
+        "",
+        "## Trials",
+        "",
+    ]
+    keys = [d.key for d in spec.space]
+    header = ["trial", "state", spec.metric, "test/acc", *keys, "seconds", "note"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for trial in sorted_trials(study, spec):
+        seconds = f"{trial.duration.total_seconds():.1f}" if trial.duration is not None else ""
+        row = [
+            str(trial.number),
+            trial.state.name.lower(),
+            _number(trial.value),
+            _number(trial.user_attrs.get("test/acc")),
+            *(format_value(trial.params[k]) if k in trial.params else "" for k in keys),
+            seconds,
+            str(trial.user_attrs.get("note", "")).replace("|", "/"),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()]
+    path = folder / "report.md"
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
+
+
+def write_plots(study: optuna.Study, spec: SweepSpec, folder: Path) -> dict[str, str]:
+    """Optuna's own plots as PNG (matplotlib): the history, the parameters' importances,
+    each parameter against the value, and each trial's metric per epoch. A plot that needs
+    more trials than there are (importances need two complete ones) is left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as optuna_plots
+
+    written = {}
+    for name, function in PLOTS.items():
+        plot: Callable[..., Any] = getattr(optuna_plots, function)
+        with warnings.catch_warnings():
+            # Optuna's plots are "experimental"; tight_layout warns about colour bars.
+            warnings.simplefilter("ignore")
+            try:
+                axes = plot(study, target_name=spec.metric) if name != "curves" else plot(study)
+            except (ValueError, RuntimeError, ZeroDivisionError):
+                continue  # too few trials for this plot yet
+            first = axes.flat[0] if hasattr(axes, "flat") else axes
+            figure = first.figure
+            figure.set_size_inches(max(6.4, figure.get_size_inches()[0]), 4.8)
+            figure.tight_layout()
+        file = f"{name}.png"
+        temporary = folder / f".{file}.{os.getpid()}.png"
+        figure.savefig(temporary, dpi=100)
+        temporary.replace(folder / file)
+        plt.close(figure)
+        written[name] = file
+    return written

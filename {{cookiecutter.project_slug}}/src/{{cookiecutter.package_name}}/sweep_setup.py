@@ -1,0 +1,173 @@
+"""Everything a sweep checks and derives before its first trial, so that a bad space, metric
+or option costs one line and exit code 2, not a failed trial minutes later."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from itertools import cycle
+from pathlib import Path
+from typing import Any, NoReturn
+
+import lightning as L
+
+from .cli import ParseOnlyCLI, ProjectCLI
+from .search_space import SpaceError, SweepSpec
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# What every trial runs with unless the sweep's own arguments say otherwise: no progress
+# bar (the sweep prints a line per trial) and no export (best.yaml trains the winner).
+TRIAL_DEFAULTS = ["--trainer.enable_progress_bar=false", "--export.formats=[]"]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (python sweep.py --help)\n")
+
+
+def parse_sweep_args(args: list[str], default_space: Path) -> tuple[argparse.Namespace, list[str]]:
+    """The sweep's own options; every other argument goes to each trial as to train.py."""
+    parser = OneLineParser(
+        prog="sweep.py",
+        description="Optuna search over configs/sweep.yaml's space; every other option is a "
+        "train.py option, applied to every trial (python train.py --help lists them).",
+        allow_abbrev=False,  # --trainer.max_epochs must never be taken for --trials
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        required=True,
+        help="the study's total of "
+        "finished (complete or pruned) trials; a rerun runs only the missing ones",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the study and its folder runs/sweeps/NAME (default: the space file's name)",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="an Optuna RDB URL shared by several "
+        "processes or machines (default: sqlite:///runs/sweeps/NAME/study.db)",
+    )
+    parser.add_argument(
+        "--space", type=Path, default=default_space, help="the search space (default: %(default)s)"
+    )
+    options, rest = parser.parse_known_args(args)
+    if options.trials < 1:
+        parser.error(
+            f"--trials {options.trials}: must be 1 or more (the number of trials "
+            "the study should have finished)"
+        )
+    options.name = options.name or options.space.stem
+    if not NAME.match(options.name):
+        parser.error(f"--name {options.name!r}: use letters, digits, '.', '_' and '-' only")
+    return options, rest
+
+
+def check_runnable_in_process(cli: ProjectCLI) -> None:
+    """Trials run one after another in this process: a resumed checkpoint or a
+    multi-process preset cannot be one of them."""
+    if cli.config.get("ckpt_path"):
+        raise SpaceError("--ckpt_path: a sweep starts every trial afresh; drop it")
+    trainer = cli.trainer
+    if trainer.world_size > 1:
+        raise SpaceError(
+            f"this config trains on {trainer.world_size} processes ({trainer.num_nodes} "
+            f"node(s) x {trainer.num_devices} device(s)): a sweep runs its trials in this "
+            "process, so give each trial one device (--trainer.devices 1) and start one "
+            "sweep.py per GPU sharing --storage (README: Tune it)"
+        )
+
+
+def check_space_values(
+    spec: SweepSpec, args: list[str], parse: Callable[[list[str]], ProjectCLI]
+) -> None:
+    """Parse the config at the edges of the space (all lows, all highs, every categorical
+    choice): a type or range the option refuses is refused now, naming the space key."""
+    categorical = [d for d in spec.space if d.kind == "categorical"]
+    rounds = max(2, *(len(d.choices) for d in categorical)) if categorical else 2
+    choices = {d.key: cycle(d.choices) for d in categorical}
+    for index in range(rounds):
+        values = {
+            d.key: next(choices[d.key]) if d.kind == "categorical" else d.extremes()[index % 2]
+            for d in spec.space
+        }
+        try:
+            parse([*args, *spec.as_args(values)])
+        except SystemExit as exit:  # the option parser refused a value (it printed why)
+            raise SpaceError(
+                f"the option parser refused one of the space's values {values} (see above): "
+                "fix the distribution's bounds or choices"
+            ) from exit
+        except ValueError as error:  # our range checks (OptionError, ...)
+            raise SpaceError(f"the space reaches a value that is refused: {error}") from None
+
+
+def check_metric(cli: ProjectCLI, metric: str) -> None:
+    """The metric must be one the module logs in validation, where the pruner reads it:
+    one validation batch, without logger or checkpoint, tells which are logged."""
+    trainer = L.Trainer(
+        accelerator=cli.config.trainer.accelerator,
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=1,
+    )
+    trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
+    logged = sorted(trainer.callback_metrics)
+    if metric not in logged:
+        raise SpaceError(
+            f"metric {metric!r} is not logged in validation: use one of {', '.join(logged)}"
+        )
+
+
+def trial_log_args(config: Any, folder: Path) -> Callable[[int], list[str]]:
+    """Where each trial's logs and checkpoints go: runs/sweeps/NAME/trials/trial-007 for
+    TensorBoard and CSV (`tensorboard --logdir runs/sweeps/NAME/trials` compares them),
+    runs/sweeps/NAME/wandb for W&B, one run per trial named NAME-trial-007."""
+    logger = config.get("trainer.logger")
+    kind = str(getattr(logger, "class_path", "")).rsplit(".", 1)[-1]
+
+    def args(number: int) -> list[str]:
+        trial = f"trial-{number:03d}"
+        common = [f"--trainer.default_root_dir={folder / 'trials' / trial}"]
+        logger_args = "--trainer.logger.init_args"
+        if kind in ("TensorBoardLogger", "CSVLogger"):
+            return [
+                *common,
+                f"{logger_args}.save_dir={folder}",
+                f"{logger_args}.name=trials",
+                f"{logger_args}.version={trial}",
+            ]
+        if kind == "WandbLogger":
+            return [
+                *common,
+                f"{logger_args}.save_dir={folder}",
+                f"{logger_args}.name={folder.name}-{trial}",
+            ]
+        return common  # no logger, or several: checkpoints under default_root_dir
+
+    return args
+
+
+def best_config_text(args: list[str], default_config: Path, header: list[str]) -> str:
+    """The full config of a trial, as `python train.py --print_config` would write it for
+    the sweep's arguments plus the trial's values: `--config` reproduces the trial."""
+    cli = _parse(args, default_config)
+    text = cli.parser.dump(cli.config, skip_none=False)
+    return "".join(f"# {line}\n" for line in header) + text
+
+
+def _parse(args: list[str], default_config: Path) -> ProjectCLI:
+    from .cli import build_cli
+
+    return build_cli(args, default_config, ParseOnlyCLI)
+
+
+def parse_only(default_config: Path) -> Callable[[list[str]], ProjectCLI]:
+    return lambda args: _parse(args, default_config)

@@ -1,0 +1,309 @@
+"""Optuna sweeps: the study, its storage, and the trials, run one after another in this
+process (the imports, the data and the start-up are paid once per sweep, not per trial).
+
+A trial is the run that `python train.py BASE_ARGS --key=value ...` would make, without the
+export: it fits with validation every epoch, reports the metric to Optuna after each
+validation (optuna-integration's Lightning pruning callback prunes it there), and tests its
+best checkpoint. Several processes, on one machine or many, share a study through Optuna's
+RDB storage; Optuna hands out trial numbers, we only decide when the study is full.
+"""
+
+from __future__ import annotations
+
+import gc
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+import psutil
+import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from optuna.samplers import BaseSampler, TPESampler
+from optuna.trial import FrozenTrial, TrialState
+from optuna_integration import PyTorchLightningPruningCallback
+
+from .callbacks import NonFiniteError, UnusedParameterError
+from .cli import STARTUP_ERRORS
+from .interruption import TrainingInterrupted
+from .search_space import SweepSpec
+from .summary import run_dir
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+# Every process beats into the storage while it runs a trial; a trial whose process has not
+# beaten for GRACE_S (killed, machine lost) is marked failed by the next process that looks.
+HEARTBEAT_S = 10
+GRACE_S = 60
+WAIT_S = 2.0  # how often a process whose peers run the study's last trials looks again
+MAX_FAILURES_IN_A_ROW = 3  # then the settings, not bad luck, are the problem: stop
+WORKER_ATTR = "worker"
+
+
+class SweepError(RuntimeError):
+    """The sweep cannot go on (repeated failures, a study started with other settings)."""
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C or SIGTERM during a trial: that trial is marked failed, the sweep stops.
+    (An Exception, so that Optuna records the trial's state before it re-raises.)"""
+
+    def __init__(self, reason: str, exit_code: int) -> None:
+        super().__init__(reason)
+        self.exit_code = exit_code
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDB storage (SQLite, PostgreSQL, MySQL) with heartbeats, so that a trial
+    whose process died is failed instead of counted as running forever."""
+    engine: dict[str, Any] = {}
+    if url.startswith("sqlite"):  # several local processes: wait for the lock, not fail
+        engine["connect_args"] = {"timeout": 60}
+    with warnings.catch_warnings():  # heartbeats: "experimental" since Optuna 2.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S
+        )
+
+
+class TrialSeededSampler(BaseSampler):
+    """TPE, seeded afresh for each trial from the sweep's seed and the trial's number.
+
+    With one process, the same study draws the same parameters for trial N every time (a
+    resumed study goes on as if never stopped); with several processes sharing a study,
+    no two trials share a seed (one seed for the whole sampler would give every process
+    the same random start-up trials). TPE keeps no state but its random generator: its
+    model is rebuilt from the study's trials at every draw.
+    """
+
+    def __init__(self, seed: int, startup_trials: int) -> None:
+        self.seed = seed
+        self.startup_trials = startup_trials
+        self._tpe = self._new(0)
+
+    def _new(self, number: int) -> TPESampler:
+        return TPESampler(seed=self.seed + number, n_startup_trials=self.startup_trials)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._tpe = self._new(trial.number)
+        self._tpe.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> Any:
+        return self._tpe.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, space: Any) -> Any:
+        return self._tpe.sample_relative(study, trial, space)
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: Any
+    ) -> Any:
+        return self._tpe.sample_independent(study, trial, name, distribution)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: Any, values: Any) -> None:
+        self._tpe.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._tpe.reseed_rng()
+
+
+def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
+    """Median pruning: after ``warmup_epochs`` epochs, a trial whose metric is worse than
+    the median of earlier trials at the same epoch stops (once ``startup_trials`` trials
+    have finished)."""
+    if spec.pruner == "none":
+        return optuna.pruners.NopPruner()
+    return optuna.pruners.MedianPruner(
+        n_startup_trials=spec.startup_trials, n_warmup_steps=spec.warmup_epochs
+    )
+
+
+class ReportingPruningCallback(PyTorchLightningPruningCallback):
+    """optuna-integration's pruning callback, which also keeps the metric of every epoch:
+    the trial's value is its best epoch (the epoch train.py would test and export)."""
+
+    def __init__(self, trial: optuna.Trial, monitor: str) -> None:
+        super().__init__(trial, monitor)
+        self.values: list[float] = []
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        score = trainer.callback_metrics.get(self.monitor)
+        if not trainer.sanity_checking and score is not None:
+            self.values.append(float(score))
+        super().on_validation_end(trainer, pl_module)
+
+
+def finished_count(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def worker_identity() -> dict[str, Any]:
+    """Which process runs a trial: the host, the pid and the pid's start time (a pid can be
+    reused; the pair cannot)."""
+    process = psutil.Process()
+    return {"host": socket.gethostname(), "pid": process.pid, "started": process.create_time()}
+
+
+def _is_alive(worker: dict[str, Any]) -> bool:
+    try:
+        return psutil.Process(worker["pid"]).create_time() == worker["started"]
+    except (psutil.NoSuchProcess, KeyError, TypeError):
+        return False
+
+
+def fail_dead_trials(study: optuna.Study) -> list[int]:
+    """Mark failed the running trials whose process is gone: at once for processes of this
+    machine (a kill, a crash, a reboot), after the heartbeat's grace period for others."""
+    failed = []
+    host = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(WORKER_ATTR)
+        if isinstance(worker, dict) and worker.get("host") == host and not _is_alive(worker):
+            try:
+                study.tell(trial.number, state=TrialState.FAIL)
+            except (RuntimeError, ValueError):  # another process marked it first
+                continue
+            failed.append(trial.number)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)  # other machines' trials, after GRACE_S
+    return failed
+
+
+@dataclass
+class TrialResult:
+    number: int
+    state: str  # complete, pruned or fail
+    value: float | None
+    seconds: float
+    note: str = ""
+
+
+class TrialFailed(Exception):
+    """A trial whose settings cannot run (the note says why): failed, not counted."""
+
+
+@dataclass
+class TrialRunner:
+    """The objective: one trial, built like `python train.py` with the trial's values."""
+
+    build: Callable[[list[str]], Any]  # args -> an instantiated ProjectCLI
+    base_args: list[str]
+    spec: SweepSpec
+    log_args: Callable[[int], list[str]]  # trial number -> where its logs go
+    target: int  # the study's total of finished trials
+    last_number: int | None = None
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        self.last_number = trial.number
+        trial.set_user_attr(WORKER_ATTR, worker_identity())
+        self._claim_slot(trial)
+        params = {d.key: d.suggest(trial) for d in self.spec.space}
+        args = [*self.base_args, *self.spec.as_args(params), *self.log_args(trial.number)]
+        try:
+            cli = self.build(args)
+        except STARTUP_ERRORS as error:
+            raise self._failed(trial, str(error)) from None
+        trainer = cli.trainer
+        pruning = ReportingPruningCallback(trial, self.spec.metric)
+        trainer.callbacks.append(pruning)
+        try:
+            trainer.fit(cli.model, datamodule=cli.datamodule)
+        except TrainingInterrupted as interrupted:
+            raise SweepInterrupted(str(interrupted), interrupted.exit_code) from None
+        except SystemExit as exit:  # Lightning's own handling of a signal
+            if not trainer.interrupted:
+                raise
+            sigterm = isinstance(exit, SIGTERMException)
+            reason = f"stopped by {'SIGTERM' if sigterm else 'Ctrl-C'}"
+            raise SweepInterrupted(reason, 143 if sigterm else 130) from None
+        except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
+            trial.set_user_attr("note", f"diverged: {error}")
+            raise optuna.TrialPruned(f"diverged: {error}") from None
+        except (UnusedParameterError, torch.OutOfMemoryError) as error:
+            raise self._failed(trial, str(error)) from None
+        if not pruning.values:
+            raise SweepError(
+                f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
+                "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
+            )
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False)
+        for key, value in (tested[0] if tested else {}).items():
+            trial.set_user_attr(key, round(float(value), 6))
+        trial.set_user_attr("log_dir", str(run_dir(trainer)))
+        chooser = max if self.spec.direction == "maximize" else min
+        return chooser(pruning.values)
+
+    def _claim_slot(self, trial: optuna.Trial) -> None:
+        """Run this trial only if fewer than ``target`` trials are finished or ahead of it
+        (another process may have taken the last free slot since this one looked)."""
+        ahead = trial.study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+        if sum(t.number < trial.number for t in ahead) >= self.target:
+            trial.set_user_attr("note", SURPLUS)
+            raise TrialFailed(SURPLUS)
+
+    @staticmethod
+    def _failed(trial: optuna.Trial, note: str) -> TrialFailed:
+        trial.set_user_attr("note", note)
+        return TrialFailed(note)
+
+
+SURPLUS = "surplus: another process took the study's last trial first"
+
+
+def run_trials(
+    study: optuna.Study,
+    runner: TrialRunner,
+    progress: Callable[[optuna.Study, TrialResult], None],
+) -> None:
+    """Run trials until the study has ``runner.target`` finished ones. Raises
+    SweepInterrupted on a signal (after Optuna marked the trial failed), SweepError after
+    MAX_FAILURES_IN_A_ROW failed trials."""
+    failures = 0
+    while True:
+        fail_dead_trials(study)
+        finished = finished_count(study)
+        if finished >= runner.target:
+            return
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        if finished + running >= runner.target:  # peers run the last ones: wait for them
+            time.sleep(WAIT_S)
+            continue
+        start = time.perf_counter()
+        runner.last_number = None
+        study.optimize(runner, n_trials=1, catch=(TrialFailed,))
+        gc.collect()  # the trial's Trainer, model and loaders: never one more per trial
+        if runner.last_number is None:
+            continue
+        trial = study.get_trials(deepcopy=False)[runner.last_number]
+        note = trial.user_attrs.get("note", "")
+        if note == SURPLUS:
+            continue
+        if trial.state == TrialState.FAIL:
+            failures += 1
+            if failures >= MAX_FAILURES_IN_A_ROW:
+                raise SweepError(
+                    f"{failures} trials in a row failed, the last with: {note}: fix the "
+                    "settings, then rerun the same command"
+                )
+        else:
+            failures = 0
+        state, seconds = trial.state.name.lower(), time.perf_counter() - start
+        progress(study, TrialResult(trial.number, state, trial.value, seconds, note))
+
+
+def check_same_settings(study: optuna.Study, args: list[str], spec_text: str) -> None:
+    """A study keeps the arguments and the space it was started with: a rerun (or another
+    process) with others would mix incomparable trials in one study."""
+    given = {"args": args, "space": spec_text}
+    stored = study.user_attrs.get("settings")
+    if stored is None:
+        study.set_user_attr("settings", given)
+    elif stored != given:
+        raise SweepError(
+            f"study {study.study_name!r} was started with other arguments or another space "
+            f"({' '.join(stored['args']) or 'no arguments'}): rerun with those, or pick a new "
+            "--name"
+        )

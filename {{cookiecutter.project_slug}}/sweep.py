@@ -1,0 +1,192 @@
+"""Tune it: an Optuna search over configs/sweep.yaml, trials run in this process, resumable.
+
+To run:
+    python sweep.py --trials 20                          # the space in configs/sweep.yaml
+    python sweep.py --trials 20 --trainer.max_epochs 15  # any train.py option, every trial
+    python sweep.py --trials 40 --name wide --space my-space.yaml --config configs/cnn.yaml
+    python sweep.py --trials 100 --storage postgresql://user:pass@host/db  # on every machine
+    python train.py --config runs/sweeps/sweep/best.yaml  # then train the best trial for real
+
+Rerun the same command after a crash or Ctrl-C: only the missing trials run.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from {{ cookiecutter.package_name }}.baselines import compute_baselines
+from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
+from {{ cookiecutter.package_name }}.runtime import (
+    configure_logging,
+    configure_threads,
+    quiet_known_noise,
+)
+from {{ cookiecutter.package_name }}.search_space import SpaceError, check_keys, load_spec
+from {{ cookiecutter.package_name }}.sweep_report import (
+    best_trial,
+    format_params,
+    write_plots,
+    write_report,
+)
+from {{ cookiecutter.package_name }}.sweep_setup import (
+    TRIAL_DEFAULTS,
+    best_config_text,
+    check_metric,
+    check_runnable_in_process,
+    check_space_values,
+    parse_only,
+    parse_sweep_args,
+    trial_log_args,
+)
+from {{ cookiecutter.package_name }}.tuning import (
+    SweepError,
+    SweepInterrupted,
+    TrialResult,
+    TrialRunner,
+    TrialSeededSampler,
+    check_same_settings,
+    finished_count,
+    make_pruner,
+    open_storage,
+    run_trials,
+)
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
+DEFAULT_SPACE = ROOT / "configs" / "sweep.yaml"
+
+
+def main(args: list[str] | None = None) -> Path:
+    """Run the missing trials of the study, write its report; return the sweep's folder."""
+    start = time.perf_counter()
+    quiet_known_noise()
+    # Each trial's CLI gets its arguments from here, not from sys.argv (the sweep's own).
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    configure_logging()
+    configure_threads()
+    for name in ("lightning.pytorch", "lightning.fabric"):  # per-trial chatter: seed, summary
+        logging.getLogger(name).setLevel(logging.WARNING)
+    options, train_args = parse_sweep_args(sys.argv[1:] if args is None else args, DEFAULT_SPACE)
+    base_args = [*TRIAL_DEFAULTS, *train_args]
+    try:  # everything that can be checked before the first trial
+        spec = load_spec(options.space)
+        base = build_cli(base_args, DEFAULT_CONFIG)
+        check_runnable_in_process(base)
+        check_keys(spec, base.config.keys())
+        check_space_values(spec, base_args, parse_only(DEFAULT_CONFIG))
+        check_metric(base, spec.metric)
+    except (SpaceError, *STARTUP_ERRORS) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    baselines = compute_baselines(base.datamodule)
+    folder = (Path(base.config.trainer.default_root_dir) / "sweeps" / options.name).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    storage = options.storage or f"sqlite:///{folder / 'study.db'}"
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # the sweep prints its own lines
+    study = optuna.create_study(
+        study_name=options.name,
+        storage=open_storage(storage),
+        load_if_exists=True,
+        direction=spec.direction,
+        sampler=TrialSeededSampler(base.config.get("seed_everything") or 0, spec.startup_trials),
+        pruner=make_pruner(spec),
+    )
+    runner = TrialRunner(
+        build=lambda trial_args: build_cli(trial_args, DEFAULT_CONFIG),
+        base_args=base_args,
+        spec=spec,
+        log_args=trial_log_args(base.config, folder),
+        target=options.trials,
+    )
+    del base
+    exit_code, status = 0, None
+    try:
+        check_same_settings(study, train_args, options.space.read_text())
+        before = finished_count(study)
+        if before:
+            print(f"study {options.name}: {before} of {options.trials} trials finished before")
+        run_trials(study, runner, lambda study, result: print(progress_line(study, result)))
+    except SweepInterrupted as interrupted:
+        exit_code, status = interrupted.exit_code, f"interrupted: {interrupted}"
+    except KeyboardInterrupt:  # Ctrl-C between two trials
+        exit_code, status = 130, "interrupted: stopped by Ctrl-C"
+    except SweepError as error:
+        exit_code, status = 1, f"error: {error}"
+    plots = write_plots(study, spec, folder)
+    report = write_report(study, spec, folder, baselines, plots)
+    best = best_trial(study)
+    if best is not None:
+        (folder / "best.yaml").write_text(
+            best_config_text(
+                [*train_args, *spec.as_args(best.params)],
+                DEFAULT_CONFIG,
+                [
+                    f"The best trial ({best.number}) of sweep {options.name}: {spec.metric} "
+                    f"{best.value:.4f}; {format_params(best.params)}",
+                    f"python train.py --config {folder / 'best.yaml'}",
+                ],
+            )
+        )
+    print(summary_lines(study, spec.metric, baselines, folder, time.perf_counter() - start))
+    print(f"report: {report}")
+    if status:
+        print(status, file=sys.stderr)
+        print(
+            f"resume: python sweep.py {' '.join(sys.argv[1:] if args is None else args)}",
+            file=sys.stderr,
+        )
+    print(f"sweep: {folder}")
+    if exit_code:
+        raise SystemExit(exit_code)
+    return folder
+
+
+def progress_line(study: optuna.Study, result: TrialResult) -> str:
+    """One line per trial: number, state, value, best so far, elapsed time."""
+    best = best_trial(study)
+    value = "" if result.value is None else f" {result.value:.4f}"
+    best_text = f"best {best.value:.4f} (trial {best.number})" if best else "best: none yet"
+    note = f"  [{result.note}]" if result.note else ""
+    finished = finished_count(study)
+    return (
+        f"trial {result.number:3d} {result.state:8s}{value:>8s}  {best_text}  "
+        f"{result.seconds:5.1f} s  ({finished} finished){note}"
+    )
+
+
+def summary_lines(
+    study: optuna.Study, metric: str, baselines: dict, folder: Path, seconds: float
+) -> str:
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    counts = ", ".join(f"{states.count(s)} {s.name.lower()}" for s in TrialState if states.count(s))
+    lines = [f"study {study.study_name}: {counts} ({seconds:.1f} s in this process)"]
+    best = best_trial(study)
+    if best is not None:
+        test = best.user_attrs.get("test/acc")
+        lines.append(
+            f"best trial {best.number}: {metric} {best.value:.4f}"
+            + (f", test accuracy {test:.4f}" if test is not None else "")
+            + f"; {format_params(best.params)}"
+        )
+        regression = baselines.get("logistic_regression")
+        lines.append(
+            f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
+            + (
+                f"logistic regression {regression:.4f}"
+                if regression is not None
+                else f"logistic regression skipped ({baselines.get('skipped')})"
+            )
+        )
+        lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
