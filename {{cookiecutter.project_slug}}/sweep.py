@@ -69,6 +69,8 @@ def main(args: list[str] | None = None) -> Path:
     quiet_known_noise()
     # Each trial's CLI gets its arguments from here, not from sys.argv (the sweep's own).
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    # Said once per trial on small data (fewer batches than log_every_n_steps): noise here.
+    warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller")
     configure_logging()
     configure_threads()
     for name in ("lightning.pytorch", "lightning.fabric"):  # per-trial chatter: seed, summary

@@ -6,6 +6,7 @@ already full, from what the study's storage holds (so it covers every process's 
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from .search_space import SweepSpec, from_param
+from .tuning import TIE_BREAK
 
 PLOTS = {
     "history": "plot_optimization_history",
@@ -33,9 +35,17 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The best complete trial (None before any)."""
+    """The best complete trial (None before any). Ties, common when the metric is the
+    accuracy of a small validation split (several trials at 1.0), go to the trial with the
+    lower validation loss at its best epoch, as train.py's checkpoint choice would."""
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    return study.best_trial if complete else None
+    if not complete:
+        return None
+    sign = -1 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1
+    return min(
+        complete,
+        key=lambda t: (sign * t.value, t.user_attrs.get(TIE_BREAK, math.inf), t.number),
+    )
 
 
 def sorted_trials(study: optuna.Study, spec: SweepSpec) -> list[FrozenTrial]:
@@ -43,7 +53,12 @@ def sorted_trials(study: optuna.Study, spec: SweepSpec) -> list[FrozenTrial]:
     sign = -1 if spec.direction == "maximize" else 1
     return sorted(
         study.get_trials(deepcopy=False),
-        key=lambda t: (t.value is None, sign * (t.value or 0.0), t.number),
+        key=lambda t: (
+            t.value is None,
+            sign * (t.value or 0.0),
+            t.user_attrs.get(TIE_BREAK, math.inf),
+            t.number,
+        ),
     )
 
 

@@ -11,6 +11,7 @@ RDB storage; Optuna hands out trial numbers, we only decide when the study is fu
 from __future__ import annotations
 
 import gc
+import math
 import socket
 import time
 import warnings
@@ -40,6 +41,7 @@ GRACE_S = 60
 WAIT_S = 2.0  # how often a process whose peers run the study's last trials looks again
 MAX_FAILURES_IN_A_ROW = 3  # then the settings, not bad luck, are the problem: stop
 WORKER_ATTR = "worker"
+TIE_BREAK = "val/loss"  # between trials (and epochs) of equal value, the lower loss wins
 
 
 class SweepError(RuntimeError):
@@ -120,18 +122,26 @@ def make_pruner(spec: SweepSpec) -> optuna.pruners.BasePruner:
 
 
 class ReportingPruningCallback(PyTorchLightningPruningCallback):
-    """optuna-integration's pruning callback, which also keeps the metric of every epoch:
-    the trial's value is its best epoch (the epoch train.py would test and export)."""
+    """optuna-integration's pruning callback, which also keeps the metric (and the
+    validation loss, to break ties) of every epoch: the trial's value is its best epoch."""
 
-    def __init__(self, trial: optuna.Trial, monitor: str) -> None:
+    def __init__(self, trial: optuna.Trial, monitor: str, maximize: bool) -> None:
         super().__init__(trial, monitor)
-        self.values: list[float] = []
+        self.maximize = maximize
+        self.epochs: list[tuple[float, float]] = []  # (metric, validation loss)
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        score = trainer.callback_metrics.get(self.monitor)
+        metrics = trainer.callback_metrics
+        score = metrics.get(self.monitor)
         if not trainer.sanity_checking and score is not None:
-            self.values.append(float(score))
+            loss = metrics.get(TIE_BREAK)
+            self.epochs.append((float(score), math.inf if loss is None else float(loss)))
         super().on_validation_end(trainer, pl_module)
+
+    def best_epoch(self) -> tuple[float, float]:
+        """(metric, loss) of the best epoch; equal metrics: the lower loss."""
+        sign = -1 if self.maximize else 1
+        return min(self.epochs, key=lambda epoch: (sign * epoch[0], epoch[1]))
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -206,7 +216,8 @@ class TrialRunner:
         except STARTUP_ERRORS as error:
             raise self._failed(trial, str(error)) from None
         trainer = cli.trainer
-        pruning = ReportingPruningCallback(trial, self.spec.metric)
+        maximize = self.spec.direction == "maximize"
+        pruning = ReportingPruningCallback(trial, self.spec.metric, maximize)
         trainer.callbacks.append(pruning)
         try:
             trainer.fit(cli.model, datamodule=cli.datamodule)
@@ -223,7 +234,7 @@ class TrialRunner:
             raise optuna.TrialPruned(f"diverged: {error}") from None
         except (UnusedParameterError, torch.OutOfMemoryError) as error:
             raise self._failed(trial, str(error)) from None
-        if not pruning.values:
+        if not pruning.epochs:
             raise SweepError(
                 f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
                 "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
@@ -233,8 +244,10 @@ class TrialRunner:
         for key, value in (tested[0] if tested else {}).items():
             trial.set_user_attr(key, round(float(value), 6))
         trial.set_user_attr("log_dir", str(run_dir(trainer)))
-        chooser = max if self.spec.direction == "maximize" else min
-        return chooser(pruning.values)
+        value, loss = pruning.best_epoch()
+        if math.isfinite(loss):
+            trial.set_user_attr(TIE_BREAK, loss)
+        return value
 
     def _claim_slot(self, trial: optuna.Trial) -> None:
         """Run this trial only if fewer than ``target`` trials are finished or ahead of it
