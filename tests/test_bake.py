@@ -30,7 +30,9 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "pyproject.toml",
         "train.py",
         "predict.py",
+        "sweep.py",
         "configs/default.yaml",
+        "configs/sweep.yaml",
         *(
             f"configs/{name}.yaml"
             for name in (
@@ -53,6 +55,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
             for name in (
                 "__init__",
                 "artifacts",
+                "baselines",
                 "callbacks",
                 "checkpoints",
                 "cli",
@@ -70,8 +73,12 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "report",
                 "resumable_loader",
                 "runtime",
+                "search_space",
                 "summary",
+                "sweep_report",
+                "sweep_setup",
                 "tables",
+                "tuning",
             )
         ),
         *(
@@ -79,6 +86,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
             for name in (
                 "__init__",
                 "conftest",
+                "test_baselines",
                 "test_callbacks",
                 "test_checkpoints",
                 "probes",
@@ -99,6 +107,8 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_preset_training",
                 "test_presets",
                 "test_runtime",
+                "test_search_space",
+                "test_sweep",
                 "test_train",
             )
         ),

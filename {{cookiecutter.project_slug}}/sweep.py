@@ -13,6 +13,7 @@ Rerun the same command after a crash or Ctrl-C: only the missing trials run.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 import time
 import warnings
@@ -29,6 +30,7 @@ from {{ cookiecutter.package_name }}.runtime import (
     quiet_known_noise,
 )
 from {{ cookiecutter.package_name }}.search_space import SpaceError, check_keys, load_spec
+from {{ cookiecutter.package_name }}.summary import baseline_lines
 from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
     format_params,
@@ -108,9 +110,13 @@ def main(args: list[str] | None = None) -> Path:
         target=options.trials,
     )
     del base
-    exit_code, status = 0, None
     try:
         check_same_settings(study, train_args, options.space.read_text())
+    except SweepError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    exit_code, status = 0, None
+    try:
         before = finished_count(study)
         if before:
             print(f"study {options.name}: {before} of {options.trials} trials finished before")
@@ -140,10 +146,8 @@ def main(args: list[str] | None = None) -> Path:
     print(f"report: {report}")
     if status:
         print(status, file=sys.stderr)
-        print(
-            f"resume: python sweep.py {' '.join(sys.argv[1:] if args is None else args)}",
-            file=sys.stderr,
-        )
+        command = shlex.join(sys.argv[1:] if args is None else args)
+        print(f"resume: python sweep.py {command}", file=sys.stderr)
     print(f"sweep: {folder}")
     if exit_code:
         raise SystemExit(exit_code)
@@ -177,15 +181,7 @@ def summary_lines(
             + (f", test accuracy {test:.4f}" if test is not None else "")
             + f"; {format_params(best.params)}"
         )
-        regression = baselines.get("logistic_regression")
-        lines.append(
-            f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
-            + (
-                f"logistic regression {regression:.4f}"
-                if regression is not None
-                else f"logistic regression skipped ({baselines.get('skipped')})"
-            )
-        )
+        lines += baseline_lines(None, baselines)  # the same line as train.py's
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)
 

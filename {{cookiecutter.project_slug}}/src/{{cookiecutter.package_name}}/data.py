@@ -159,6 +159,21 @@ class ClassificationDataModule(L.LightningDataModule):
         files = self._source.files
         return files[self.test_idx[0]] if files else None
 
+    def split_arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """The (features (N, *input_shape) float32, labels (N,) int64) of "train", "val" or
+        "test", as read: for models outside Lightning (baselines.py), on the same split."""
+        return self._source.features[self._split(split)], self.split_labels(split)
+
+    def split_labels(self, split: str) -> np.ndarray:
+        """The labels (N,) of a split, without copying its features."""
+        return self._source.labels[self._split(split)]
+
+    def _split(self, split: str) -> np.ndarray:
+        splits = {"train": self.train_idx, "val": self.val_idx, "test": self.test_idx}
+        if split not in splits:
+            raise ValueError(f"split {split!r}: expected one of {', '.join(splits)}")
+        return splits[split]
+
     def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and std of the training split only (never val/test): per feature for flat
         samples, per channel for images."""

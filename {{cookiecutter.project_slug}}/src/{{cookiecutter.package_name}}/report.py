@@ -1,5 +1,5 @@
-"""The end of a run, on rank zero: export, plots, summary.json and the lines a person reads;
-or, for a run that stopped early, a summary.json that says why."""
+"""The end of a run, on rank zero: export, plots, baselines, summary.json and the lines a
+person reads; or, for a run that stopped early, a summary.json that says why."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .baselines import compute_baselines
 from .export import export_checkpoint
 from .plots import write_plots
 from .summary import build_summary, format_summary, predict_inputs, run_dir, write_summary
@@ -24,6 +25,7 @@ def finish(cli: Any, tested: dict[str, float], confusion: torch.Tensor, start: f
     if best and formats != []:  # rank zero only: one writer per file
         exported = export_checkpoint(best, run_dir(trainer) / "export", formats, data)
     plots = write_plots(trainer, confusion, data.class_names)
+    baselines = compute_baselines(data)  # what the network must beat, on its test split
     summary = build_summary(
         trainer,
         cli.config.get("seed_everything"),
@@ -33,6 +35,7 @@ def finish(cli: Any, tested: dict[str, float], confusion: torch.Tensor, start: f
         plots,
         predict_inputs(data.preprocessing, data.input_shape, data.example_file()),
         class_names=data.class_names,
+        baselines=baselines,
     )
     path = write_summary(summary, run_dir(trainer))
     print(format_summary(summary))

@@ -46,10 +46,12 @@ def build_summary(
     class_names: list[str] | None = None,
     resume: str | None = None,
     last_checkpoint: Path | None = None,
+    baselines: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the run did. ``status``: completed (trained, tested, exported), failed (an error
     stopped it; ``reason`` says which) or interrupted (Ctrl-C or SIGTERM; ``resume`` is the
-    command that goes on from ``last_checkpoint``)."""
+    command that goes on from ``last_checkpoint``). ``baselines``: see baselines.py (None for
+    a run that stopped before its test)."""
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
     best_score = getattr(checkpoint, "best_model_score", None)
@@ -65,6 +67,7 @@ def build_summary(
                 else {}
             ),
         },
+        "baselines": baselines,
         "seed": seed,
         "epochs": trainer.current_epoch,
         "global_step": trainer.global_step,
@@ -139,6 +142,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"test loss {metrics.get('test/loss', float('nan')):.4f} "
         f"after {summary['epochs']} epochs in {summary['wall_time_s']:.1f} s "
         f"(seed {summary['seed']})",
+        *baseline_lines(metrics.get("test/acc"), summary.get("baselines")),
         f"best checkpoint: {paths['best_checkpoint']}",
     ]
     if paths["plots"]:
@@ -152,6 +156,25 @@ def format_summary(summary: dict[str, Any]) -> str:
         artifact = exported[preferred[0]]["path"]
         lines.append(f"predict: python predict.py {artifact} {summary['predict_inputs']}")
     return "\n".join(lines)
+
+
+def baseline_lines(accuracy: float | None, baselines: dict[str, Any] | None) -> list[str]:
+    """The baselines beside the network's test accuracy, and a nudge to tune the network when
+    a linear model beats it."""
+    if not baselines:
+        return []
+    linear = baselines["logistic_regression"]
+    regression = f"{linear:.4f}" if linear is not None else f"skipped: {baselines.get('skipped')}"
+    lines = [
+        f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
+        f"logistic regression {regression}"
+    ]
+    if accuracy is not None and linear is not None and accuracy < linear:
+        lines.append(
+            "note: the network is below the logistic regression: tune it with python sweep.py "
+            "(README: Tune it)"
+        )
+    return lines
 
 
 PREDICT_PREFERENCE = ("torch.export", "torchscript", "onnx", "int8")

@@ -1,0 +1,192 @@
+"""The sweep's pieces, without training: the space file, the per-trial seeding, dead trials,
+the choice of the best trial and the report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from {{ cookiecutter.package_name }}.search_space import (
+    Distribution,
+    SpaceError,
+    SweepSpec,
+    check_keys,
+    from_param,
+    load_spec,
+    to_param,
+)
+from {{ cookiecutter.package_name }}.sweep_report import best_trial, write_report
+from {{ cookiecutter.package_name }}.tuning import (
+    TIE_BREAK,
+    WORKER_ATTR,
+    TrialSeededSampler,
+    fail_dead_trials,
+    open_storage,
+    worker_identity,
+)
+
+from .conftest import CONFIGS
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def test_the_shipped_space_reads_as_documented() -> None:
+    spec = load_spec(CONFIGS / "sweep.yaml")
+    assert (spec.metric, spec.direction, spec.pruner) == ("val/acc", "maximize", "median")
+    assert spec.warmup_epochs >= 1 and spec.startup_trials >= 1
+    by_key = {d.key: d for d in spec.space}
+    assert by_key["model.lr"].kind == "float" and by_key["model.lr"].log
+    assert [] in by_key["model.net.init_args.hidden_sizes"].choices  # a linear model
+    assert set(by_key) >= {"model.lr", "model.weight_decay", "data.batch_size"}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("space: [", "not valid YAML"),
+        ("metric: val/acc\n", "a non-empty 'space:'"),
+        ("space: {}\n", "a non-empty 'space:'"),
+        ("spaces: {model.lr: {type: float, low: 1, high: 2}}\n", "a non-empty 'space:'"),
+        ("space: {a: {type: float, low: 1, high: 2}}\nmetrics: x\n", "unknown top-level key"),
+        ("space: {a: {type: float, low: 1, high: 2}}\npruner: hyperband\n", "expected {kind"),
+        (
+            "space: {a: {type: float, low: 1, high: 2}}\npruner: {warmup_epochs: -1}\n",
+            "pruner.warmup_epochs -1: must be 0 or more",
+        ),
+        ("space: {a: 0.1}\n", "0.1 is not a distribution"),
+        ("space: {a: {type: int, low: 1.5, high: 4}}\n", "must be int numbers"),
+        ("space: {a: {type: float, low: 1, high: .inf}}\n", "must be finite"),
+        ("space: {a: {type: float, low: 1, high: 2, log: true, step: 0.5}}\n", "step must"),
+        ("space: {a: {type: float, low: 1, high: 2, scale: log}}\n", "got ['high', 'low'"),
+        ("space: {a: {type: categorical, choices: []}}\n", "a non-empty list"),
+        ("space: {a: {type: float, low: 1, high: 2}}\nmetric: ''\n", "must be a logged metric"),
+    ],
+)
+def test_a_malformed_space_is_refused_with_what_to_write(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    with pytest.raises(SpaceError) as error:
+        load_spec(write(tmp_path, text))
+    assert expected in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_missing_space_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SpaceError, match="no such file"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_list_choices_travel_through_optuna_as_text_and_come_back() -> None:
+    for choice in ([], [256, 256], {"a": 1}):
+        assert from_param(to_param(choice)) == choice
+        assert isinstance(to_param(choice), str)
+    for scalar in (32, 0.5, "relu", None, True):
+        assert to_param(scalar) == scalar
+    spec = SweepSpec()
+    args = spec.as_args({"model.net.init_args.hidden_sizes": "[128, 64]", "model.lr": 0.01})
+    assert args == ["--model.net.init_args.hidden_sizes=[128, 64]", "--model.lr=0.01"]
+
+
+def test_an_unknown_key_names_the_closest_config_key() -> None:
+    spec = load_spec(CONFIGS / "sweep.yaml")
+    valid = [d.key for d in spec.space]
+    check_keys(spec, valid)  # every key known: passes
+    with pytest.raises(SpaceError, match=r"model\.weight_decay is no config key: see python"):
+        check_keys(spec, [k for k in valid if k != "model.weight_decay"] + ["zzz"])
+    typo = SweepSpec(space=(Distribution("model.lrate", "float", low=0.1, high=1.0),))
+    with pytest.raises(SpaceError, match=r"did you mean model\.lr\?"):
+        check_keys(typo, valid)
+
+
+def draw(seed: int, trials: int) -> list[dict]:
+    study = optuna.create_study(sampler=TrialSeededSampler(seed, startup_trials=10))
+    params = []
+    for _ in range(trials):
+        trial = study.ask()
+        params.append({"lr": trial.suggest_float("lr", 1e-4, 1e-1, log=True)})
+        study.tell(trial, 0.5)
+    return params
+
+
+def test_each_trial_is_seeded_by_its_number() -> None:
+    """The same study draws the same values for trial N every time (a resumed study goes on
+    as if never stopped), and no two trials share their values."""
+    first, again = draw(42, 4), draw(42, 4)
+    assert first == again
+    assert len({p["lr"] for p in first}) == 4
+    assert draw(7, 4) != first
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed:UserWarning")  # ask() here
+def test_trials_of_a_dead_local_process_are_failed_live_ones_kept(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'study.db'}"))
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_worker = {**worker_identity(), "pid": int(finished.stdout)}
+    dead, alive = study.ask(), study.ask()
+    dead.set_user_attr(WORKER_ATTR, dead_worker)
+    alive.set_user_attr(WORKER_ATTR, worker_identity())
+    assert fail_dead_trials(study) == [dead.number]
+    states = {t.number: t.state for t in study.trials}
+    assert states == {dead.number: TrialState.FAIL, alive.number: TrialState.RUNNING}
+
+
+def add(study: optuna.Study, value: float, loss: float, test_acc: float = 0.9) -> None:
+    study.add_trial(
+        create_trial(
+            value=value,
+            params={"model.lr": 0.01},
+            distributions={"model.lr": FloatDistribution(1e-4, 1e-1, log=True)},
+            user_attrs={TIE_BREAK: loss, "test/acc": test_acc},
+        )
+    )
+
+
+def test_ties_of_the_metric_go_to_the_lower_validation_loss() -> None:
+    study = optuna.create_study(direction="maximize")
+    add(study, 0.98, 0.10)
+    add(study, 1.00, 0.30)
+    add(study, 1.00, 0.20)  # the best: tied at 1.0, lower loss
+    add(study, 1.00, 0.25)
+    assert best_trial(study).number == 2
+    minimising = optuna.create_study(direction="minimize")
+    add(minimising, 0.2, 0.2)
+    add(minimising, 0.1, 0.9)
+    assert best_trial(minimising).number == 1
+    assert best_trial(optuna.create_study()) is None
+
+
+def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: Path) -> None:
+    study = optuna.create_study(direction="maximize", study_name="demo")
+    add(study, 0.90, 0.3, test_acc=0.88)
+    add(study, 0.97, 0.2, test_acc=0.95)
+    study.add_trial(create_trial(state=TrialState.FAIL))
+    spec = load_spec(CONFIGS / "sweep.yaml")
+    baselines = {"majority_class": 0.1, "logistic_regression": 0.96}
+    report = write_report(study, spec, tmp_path, baselines, {"history": "history.png"})
+    text = report.read_text()
+    assert "## Best: trial 1" in text
+    assert "test accuracy (its best checkpoint): 0.95" in text
+    assert "majority class 0.1, logistic regression 0.96" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split(" | ")[0] for row in rows[1:]] == ["| 1", "| 0", "| 2"]
+    assert "![history](history.png)" in text
+    skipped = {"majority_class": 0.1, "logistic_regression": None, "skipped": "too large"}
+    text = write_report(study, spec, tmp_path, skipped, {}).read_text()
+    assert "logistic regression skipped (too large)" in text

@@ -1,0 +1,344 @@
+"""sweep.py for real: a study that prunes and leaves best.yaml, report.md and plots; one that
+is killed and finished by the same command; one stopped by Ctrl-C; two processes sharing a
+study; every bad input refused in one line before any trial."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from .conftest import CONFIGS, run_training, working_directory
+from .subprocesses import PROJECT, script_env
+
+SWEEP = PROJECT / "sweep.py"
+# Short trials: the properties below need a few epochs, not a good model. The pruning test
+# needs more epochs than the default pruner's 5 warm-up epochs.
+SHORT = ("--trainer.max_epochs", "3")
+PRUNABLE = ("--trainer.max_epochs", "7")
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def write_space(folder: Path, space: dict, **top: object) -> Path:
+    """configs/sweep.yaml's metric and pruner (the defaults) with another space."""
+    spec = yaml.safe_load((CONFIGS / "sweep.yaml").read_text())
+    spec.update(top, space=space)
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def load_study(folder: Path, name: str) -> optuna.Study:
+    storage = f"sqlite:///{folder / 'runs' / 'sweeps' / name / 'study.db'}"
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=FINISHED)
+
+
+def start_sweep(folder: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """`python sweep.py ARGS` in ``folder``, its output (stdout and stderr) to a file."""
+    log = folder / f"sweep-{len(list(folder.glob('sweep-*.log')))}.log"
+    process = subprocess.Popen(
+        [sys.executable, str(SWEEP), *args],
+        cwd=folder,
+        env=script_env(PYTHONUNBUFFERED="1"),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    return process, log
+
+
+BAD_LEARNING_RATES = {
+    # From 1e-6 (learns nothing in a few epochs) to 1.0 (diverges or thrashes).
+    "model.lr": {"type": "float", "low": 1.0e-6, "high": 1.0, "log": True},
+    "model.net.init_args.dropout": {"type": "float", "low": 0.0, "high": 0.5},
+}
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Five real sweep processes at once (their start-ups overlap):
+    - main: 6 trials over bad learning rates, with the default pruner;
+    - shared-a, shared-b: two processes, one study of 6 trials in one storage;
+    - killed: SIGKILL while its third trial trains, then the same command in this process;
+    - interrupted: Ctrl-C while its third trial trains.
+    name -> {folder, returncode, output, pid}."""
+    folders = {name: tmp_path_factory.mktemp(name) for name in ("main", "shared", "killed")}
+    folders["interrupted"] = tmp_path_factory.mktemp("interrupted")
+    main_space = write_space(folders["main"], BAD_LEARNING_RATES)
+    started = {
+        "main": start_sweep(
+            folders["main"], "--trials", "6", "--space", str(main_space), *PRUNABLE
+        ),
+        "shared-a": start_sweep(folders["shared"], "--trials", "6", "--name", "shared", *SHORT),
+        "shared-b": start_sweep(folders["shared"], "--trials", "6", "--name", "shared", *SHORT),
+        "killed": start_sweep(folders["killed"], "--trials", "4", "--name", "killed", *SHORT),
+        "interrupted": start_sweep(folders["interrupted"], "--trials", "6", *SHORT),
+    }
+    stops = {"killed": signal.SIGKILL, "interrupted": signal.SIGINT}
+    deadline = time.monotonic() + 300  # bounds the wait, asserts nothing about speed
+    while stops and time.monotonic() < deadline:
+        for name in list(stops):
+            process, log = started[name]
+            assert process.poll() is None, log.read_text()[-3000:]
+            # The third trial's log folder: made when its training starts.
+            if next(folders[name].glob("runs/sweeps/*/trials/trial-002"), None):
+                process.send_signal(stops.pop(name))
+        time.sleep(0.05)
+    assert not stops, f"no third trial within 5 minutes: {sorted(stops)}"
+    results = {}
+    for name, (process, log) in started.items():
+        process.wait(timeout=300)
+        folder = folders[name.split("-")[0]]
+        results[name] = dict(
+            folder=folder, returncode=process.returncode, output=log.read_text(), pid=process.pid
+        )
+    return results
+
+
+@contextlib.contextmanager
+def restored_signal_handlers() -> Iterator[None]:
+    """In-process trials install their handlers; leave this process's as they were."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def run_sweep(folder: Path, *args: str) -> tuple[Path, str]:
+    """sweep.main in ``folder``, in this process; (its folder, what it printed)."""
+    import sweep
+
+    stdout = io.StringIO()
+    with working_directory(folder), contextlib.redirect_stdout(stdout), restored_signal_handlers():
+        result = sweep.main(list(args))
+    return result, stdout.getvalue()
+
+
+@pytest.mark.slow
+def test_a_sweep_prunes_bad_trials_and_leaves_best_yaml_report_and_plots(sweeps) -> None:
+    run = sweeps["main"]
+    assert run["returncode"] == 0, run["output"][-3000:]
+    assert "Traceback" not in run["output"]
+    folder = run["folder"] / "runs" / "sweeps" / "space"
+    lines = run["output"].strip().splitlines()
+    assert lines[-1] == f"sweep: {folder.resolve()}"
+    progress = [line for line in lines if line.startswith("trial ")]
+    assert len(progress) == 6
+    assert all("best" in line and " s " in line and "finished" in line for line in progress)
+
+    study = load_study(run["folder"], "space")
+    assert len(finished(study)) == 6
+    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+    assert pruned, "no trial pruned over learning rates from 1e-6 to 1"
+    for name in ("best.yaml", "report.md", "history.png", "parameters.png", "curves.png"):
+        assert (folder / name).stat().st_size > 0, name
+    assert (folder / "importances.png").exists()
+    report = (folder / "report.md").read_text()
+    best = study.best_trial
+    assert f"## Best: trial {best.number}" in report
+    assert "baselines on the same test split: majority class" in report
+    table = [line for line in report.splitlines() if line.startswith("| ") and "|---" not in line]
+    assert len(table) == 1 + len(study.trials)  # the header, then every trial, best first
+    assert table[1].startswith(f"| {best.number} | complete |")
+    # Each trial's logs and checkpoints in its own folder under the sweep's.
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        assert Path(trial.user_attrs["log_dir"]).parent == folder / "trials"
+        assert "test/acc" in trial.user_attrs
+
+
+@pytest.mark.slow
+def test_best_yaml_trains_the_best_trial_the_normal_way(sweeps, tmp_path: Path) -> None:
+    run = sweeps["main"]
+    folder = run["folder"] / "runs" / "sweeps" / "space"
+    best = load_study(run["folder"], "space").best_trial
+    config = yaml.safe_load((folder / "best.yaml").read_text())
+    assert config["model"]["lr"] == pytest.approx(best.params["model.lr"])
+    assert config["model"]["net"]["init_args"]["dropout"] == pytest.approx(
+        best.params["model.net.init_args.dropout"]
+    )
+    assert config["trainer"]["max_epochs"] == 7  # what the sweep was given
+    trained = run_training(
+        tmp_path, "--config", str(folder / "best.yaml"), "--export.formats", "[torchscript]"
+    )
+    assert trained.summary["status"] == "completed"
+    assert trained.summary["epochs"] == 7
+    # The trial, trained again: the same seed, data and settings, the same test accuracy.
+    assert trained.summary["metrics"]["test/acc"] == pytest.approx(
+        best.user_attrs["test/acc"], abs=1e-6
+    )
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_is_finished_by_the_same_command(sweeps) -> None:
+    run = sweeps["killed"]
+    assert run["returncode"] == -signal.SIGKILL
+    before = load_study(run["folder"], "killed").trials
+    assert [t.state for t in before] == [*[TrialState.COMPLETE] * 2, TrialState.RUNNING]
+    folder, output = run_sweep(run["folder"], "--trials", "4", "--name", "killed", *SHORT)
+    study = load_study(run["folder"], "killed")
+    assert len(finished(study)) == 4
+    assert "study killed: 2 of 4 trials finished before" in output
+    # The trial that was training when the process died: failed, not counted, not resumed
+    # (trial 3 starts afresh, with its own parameters).
+    assert study.trials[2].state == TrialState.FAIL
+    assert [t.number for t in finished(study)] == [0, 1, 3, 4]
+    assert not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    assert output.strip().splitlines()[-1] == f"sweep: {folder}"
+    assert (folder / "best.yaml").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_sweep_after_writing_the_report(sweeps) -> None:
+    run = sweeps["interrupted"]
+    assert run["returncode"] == 130, run["output"][-3000:]
+    assert "Traceback" not in run["output"]
+    lines = run["output"].strip().splitlines()
+    folder = run["folder"] / "runs" / "sweeps" / "sweep"
+    assert lines[-1] == f"sweep: {folder.resolve()}"
+    assert "interrupted: stopped by Ctrl-C" in lines
+    assert f"resume: python sweep.py --trials 6 {' '.join(SHORT)}" in lines
+    study = load_study(run["folder"], "sweep")
+    # The two finished trials are kept and reported; the stopped one is failed, not counted.
+    assert [t.state for t in study.trials] == [*[TrialState.COMPLETE] * 2, TrialState.FAIL]
+    report = (folder / "report.md").read_text()
+    assert "| 0 | complete |" in report and "| 1 | complete |" in report
+    assert "| 2 | fail |" in report
+
+
+@pytest.mark.slow
+def test_two_processes_share_one_study_without_running_a_trial_twice(sweeps) -> None:
+    runs = [sweeps["shared-a"], sweeps["shared-b"]]
+    for run in runs:
+        assert run["returncode"] == 0, run["output"][-3000:]
+    study = load_study(runs[0]["folder"], "shared")
+    done = finished(study)
+    assert len(done) == 6
+    workers = {t.number: t.user_attrs["worker"]["pid"] for t in study.trials}
+    assert set(workers.values()) == {run["pid"] for run in runs}  # both took part
+    # No trial twice: every started trial has its own number, folder and parameters.
+    started = [t for t in study.trials if "log_dir" in t.user_attrs]
+    assert len({t.user_attrs["log_dir"] for t in started}) == len(started)
+    assert len({tuple(sorted(t.params.items())) for t in done}) == len(done)
+    for run in runs:
+        assert run["output"].strip().splitlines()[-1].startswith("sweep: ")
+
+
+def sweep_error(folder: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run sweep.main expecting a refusal: exit code 2, one line, nothing written."""
+    with pytest.raises(SystemExit) as exit:
+        run_sweep(folder, *args)
+    assert exit.value.code == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1, errors
+    assert not (folder / "runs" / "sweeps").exists()
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("trials", "expected"),
+    [("0", "--trials 0: must be 1 or more"), ("-3", "--trials -3: must be 1 or more")],
+)
+def test_a_sweep_needs_one_trial_or_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trials: str, expected: str
+) -> None:
+    assert expected in sweep_error(tmp_path, capsys, f"--trials={trials}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("space", "top", "expected"),
+    [
+        (
+            {"model.lrr": {"type": "float", "low": 0.001, "high": 0.1}},
+            {},
+            "space key model.lrr is no config key: did you mean model.lr?",
+        ),
+        (
+            {"model.net.init_args.drop": {"type": "float", "low": 0.0, "high": 0.5}},
+            {},
+            "did you mean model.net.init_args.dropout?",
+        ),
+        (
+            {"model.lr": {"type": "float", "low": 0.001}},
+            {},
+            "a float distribution takes high, low",
+        ),
+        ({"model.lr": {"type": "normal", "mean": 0.01}}, {}, "is not a distribution"),
+        (
+            {"model.lr": {"type": "float", "low": 0.0, "high": 0.1, "log": True}},
+            {},
+            "log: true needs low > 0",
+        ),
+        ({"model.lr": {"type": "float", "low": 0.1, "high": 0.01}}, {}, "is above high"),
+        (
+            {"model.net.init_args.dropout": {"type": "float", "low": 0.0, "high": 1.5}},
+            {},
+            "--model.net.init_args.dropout 1.5: must be a probability in [0, 1)",
+        ),
+        (
+            {"model.lr": {"type": "float", "low": 0.001, "high": 0.1}},
+            {"metric": "val/accuracy"},
+            "metric 'val/accuracy' is not logged in validation: use one of val/acc, val/loss",
+        ),
+        (
+            {"model.lr": {"type": "float", "low": 0.001, "high": 0.1}},
+            {"direction": "up"},
+            "direction 'up': must be maximize or minimize",
+        ),
+    ],
+)
+def test_a_bad_space_is_refused_in_one_line_before_any_trial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], space: dict, top: dict, expected: str
+) -> None:
+    path = write_space(tmp_path, space, **top)
+    error = sweep_error(tmp_path, capsys, "--trials", "2", "--space", str(path))
+    assert error.startswith("error: ")
+    assert expected in error
+
+
+@pytest.mark.slow
+def test_a_multi_process_preset_is_refused_with_the_way_to_use_several_devices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = sweep_error(
+        tmp_path, capsys, "--trials", "2", "--config", str(CONFIGS / "ddp-cpu.yaml")
+    )
+    assert "trains on 2 processes" in error
+    assert "start one sweep.py per GPU sharing --storage" in error
+
+
+@pytest.mark.slow
+def test_a_study_refuses_other_arguments_than_it_was_started_with(sweeps, capsys) -> None:
+    """The rerun of a study must be the same command: other settings would mix trials that
+    cannot be compared."""
+    folder = sweeps["shared-a"]["folder"]
+    with pytest.raises(SystemExit) as exit:
+        run_sweep(folder, "--trials", "6", "--name", "shared", "--trainer.max_epochs", "4")
+    assert exit.value.code == 2
+    assert "was started with other arguments or another space" in capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def _keep_environment() -> Iterator[None]:
+    environment = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(environment)
