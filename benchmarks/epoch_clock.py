@@ -39,3 +39,22 @@ class EpochClock(L.Callback):
         if self._start is not None:
             self.times.append(now - self._start)
         self._start = now
+
+
+class FitClock(L.Callback):
+    """The seconds of each fit, from its setup to its end, appended to the JSON list in
+    ``out`` (one entry per fit: a sweep's trials, in order)."""
+
+    def __init__(self, out: str) -> None:
+        self.out = Path(out)
+        self._start = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self._start = time.perf_counter()
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        seconds = time.perf_counter() - self._start
+        if trainer.is_global_zero:
+            times = json.loads(self.out.read_text()) if self.out.exists() else []
+            self.out.write_text(json.dumps([*times, seconds]))

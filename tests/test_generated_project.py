@@ -83,6 +83,7 @@ def test_install_and_default_run_as_a_user_would(bake) -> None:
         assert predict.returncode == 0, predict.stderr
         assert [line.split(": ")[1][0] for line in predict.stdout.splitlines()] == ["0", "1", "2"]
         cnn_on_the_digits_then_predict_an_image(project)
+        sweep_as_the_readme_says(project)
         own_network_in_the_project_root(project)
         own_image_folder_with_the_cnn(project)
     finally:
@@ -133,6 +134,20 @@ def cnn_on_the_digits_then_predict_an_image(project: Path) -> None:
     )
     assert predict.returncode == 0, predict.stderr
     assert predict.stdout.startswith(f"{image}: 7 ("), predict.stdout
+
+
+def sweep_as_the_readme_says(project: Path) -> None:
+    """`python sweep.py` installed (its own imports, no PYTHONPATH), quiet, with best.yaml."""
+    result = run([PYTHON, "sweep.py", "--trials", "2", "--trainer.max_epochs", "2"], cwd=project)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "Warning" not in output, output
+    assert len([line for line in result.stdout.splitlines() if line.startswith("trial ")]) == 2
+    assert (
+        result.stdout.rstrip().splitlines()[-1]
+        == f"sweep: {(project / 'runs/sweeps/sweep').resolve()}"
+    )
+    assert (project / "runs" / "sweeps" / "sweep" / "best.yaml").is_file()
 
 
 MY_NET = """\
@@ -236,6 +251,7 @@ def test_loop_and_run_benchmarks_still_run() -> None:
         ("benchmarks/loop_overhead.py", r"\| default \| project \| [\d.]+ \|"),
         ("benchmarks/runs.py", r"\| 2 processes \(configs/ddp-cpu.yaml\) \| 64 \| \d+ \|"),
         ("benchmarks/ddp_plain.py", r"\| 64 \| 2 processes \(gloo\), DDP defaults \| \d+ \|"),
+        ("benchmarks/sweep_cost.py", r"\| trial / its training \(target <= 1.10\) \| [\d.]+ \|"),
     ):
         result = run([PYTHON, script, "--smoke"], cwd=TEMPLATE_DIR)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -1,0 +1,99 @@
+"""What a sweep trial costs against a plain `python train.py` of the same config.
+
+A trial runs in the sweep's process: it pays its training, plus building its Trainer, model
+and data from the config, testing its best checkpoint and the study's bookkeeping, but not
+the process start-up (Python, torch, Lightning imports) that every separate `python
+train.py` pays. Both sides train the default config (60 epochs, digits), without export (a
+trial does not export); every trial of the sweep has that same config (a space of one
+value), and the pruner is off, so each trial trains to the end. Training time is timed
+inside the runs, from the fit's setup to its end (epoch_clock.FitClock).
+
+To run:
+    .venv/bin/python benchmarks/sweep_cost.py            # ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/sweep_cost.py --smoke    # 2 epochs, 2 trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+from baked import bake, machine
+
+QUIET = ["--trainer.enable_progress_bar=false", "--export.formats=[]"]
+# Every trial the default config: a space of one value, no pruning.
+SPACE = """\
+metric: val/acc
+direction: maximize
+pruner: {kind: none}
+space:
+  model.lr: {type: categorical, choices: [0.003]}
+"""
+
+
+def run(command: list[str], project: Path) -> float:
+    path = os.pathsep.join([str(project / "src"), str(Path(__file__).parent)])  # + FitClock
+    env = {**os.environ, "PYTHONPATH": path, "WANDB_MODE": "offline"}
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3, help="separate `python train.py` runs")
+    parser.add_argument("--smoke", action="store_true", help="2 epochs, 2 trials, 1 run")
+    args = parser.parse_args()
+    trials, runs, epochs = (2, 1, 2) if args.smoke else (args.trials, args.runs, 60)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        project = bake(Path(workdir))
+        (project / "one-config.yaml").write_text(SPACE)
+        options = [f"--trainer.max_epochs={epochs}", *QUIET]
+        process_walls = []
+        for index in range(runs):
+            clock = f"--trainer.callbacks.out=fit-train-{index}.json"
+            command = [sys.executable, "train.py", *options]
+            process_walls.append(
+                run([*command, "--trainer.callbacks+=epoch_clock.FitClock", clock], project)
+            )
+        train_fits = [
+            json.loads((project / f"fit-train-{index}.json").read_text())[0]
+            for index in range(runs)
+        ]
+        sweep = [sys.executable, "sweep.py", "--trials", str(trials), "--space", "one-config.yaml"]
+        clock = ["--trainer.callbacks+=epoch_clock.FitClock", "--trainer.callbacks.out=fit.json"]
+        sweep_wall = run([*sweep, *options, *clock], project)
+        trial_fits = json.loads((project / "fit.json").read_text())
+        storage = f"sqlite:///{project / 'runs' / 'sweeps' / 'one-config' / 'study.db'}"
+        study = optuna.load_study(study_name="one-config", storage=storage)
+        trial_walls = [t.duration.total_seconds() for t in study.trials]
+
+    process, trial = statistics.median(process_walls), statistics.median(trial_walls)
+    train_fit, trial_fit = statistics.median(train_fits), statistics.median(trial_fits)
+    print(f"machine: {machine()}; {epochs} epochs; medians of {runs} runs and {trials} trials")
+    print("\n| the default config, no export | wall (s) | of it, training (s) |")
+    print("|---|---:|---:|")
+    print(f"| `python train.py`, whole process | {process:.2f} | {train_fit:.2f} |")
+    print(f"| one in-process sweep trial | {trial:.2f} | {trial_fit:.2f} |")
+    print(f"| `python sweep.py --trials {trials}`, whole process | {sweep_wall:.2f} | |")
+    print("\n| ratio | value |\n|---|---:|")
+    print(f"| trial / its training (target <= 1.10) | {trial / trial_fit:.3f} |")
+    print(f"| trial / `python train.py` process | {trial / process:.3f} |")
+    print(f"| start-up saved per trial (s) | {process - trial:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
