@@ -12,7 +12,7 @@ Rerun the same command after a crash or Ctrl-C: only the missing trials run.
 
 from __future__ import annotations
 
-import logging
+import argparse
 import shlex
 import sys
 import time
@@ -34,6 +34,7 @@ from {{ cookiecutter.package_name }}.summary import baseline_lines
 from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
     format_params,
+    write_atomic,
     write_plots,
     write_report,
 )
@@ -45,6 +46,7 @@ from {{ cookiecutter.package_name }}.sweep_setup import (
     check_space_values,
     parse_only,
     parse_sweep_args,
+    quiet_trials,
     trial_log_args,
 )
 from {{ cookiecutter.package_name }}.tuning import (
@@ -75,9 +77,16 @@ def main(args: list[str] | None = None) -> Path:
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller")
     configure_logging()
     configure_threads()
-    for name in ("lightning.pytorch", "lightning.fabric"):  # per-trial chatter: seed, summary
-        logging.getLogger(name).setLevel(logging.WARNING)
-    options, train_args = parse_sweep_args(sys.argv[1:] if args is None else args, DEFAULT_SPACE)
+    given = sys.argv[1:] if args is None else args
+    options, train_args = parse_sweep_args(given, DEFAULT_SPACE)
+    with quiet_trials():
+        return sweep(options, train_args, given, start)
+
+
+def sweep(
+    options: argparse.Namespace, train_args: list[str], given: list[str], start: float
+) -> Path:
+    """The sweep itself, once its own options are parsed (see main)."""
     base_args = [*TRIAL_DEFAULTS, *train_args]
     try:  # everything that can be checked before the first trial
         spec = load_spec(options.space)
@@ -93,7 +102,6 @@ def main(args: list[str] | None = None) -> Path:
     folder = (Path(base.config.trainer.default_root_dir) / "sweeps" / options.name).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     storage = options.storage or f"sqlite:///{folder / 'study.db'}"
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # the sweep prints its own lines
     study = optuna.create_study(
         study_name=options.name,
         storage=open_storage(storage),
@@ -131,7 +139,8 @@ def main(args: list[str] | None = None) -> Path:
     report = write_report(study, spec, folder, baselines, plots)
     best = best_trial(study)
     if best is not None:
-        (folder / "best.yaml").write_text(
+        write_atomic(
+            folder / "best.yaml",
             best_config_text(
                 [*train_args, *spec.as_args(best.params)],
                 DEFAULT_CONFIG,
@@ -140,14 +149,13 @@ def main(args: list[str] | None = None) -> Path:
                     f"{best.value:.4f}; {format_params(best.params)}",
                     f"python train.py --config {folder / 'best.yaml'}",
                 ],
-            )
+            ),
         )
     print(summary_lines(study, spec.metric, baselines, folder, time.perf_counter() - start))
     print(f"report: {report}")
     if status:
         print(status, file=sys.stderr)
-        command = shlex.join(sys.argv[1:] if args is None else args)
-        print(f"resume: python sweep.py {command}", file=sys.stderr)
+        print(f"resume: python sweep.py {shlex.join(given)}", file=sys.stderr)
     print(f"sweep: {folder}")
     if exit_code:
         raise SystemExit(exit_code)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import signal
 import subprocess
 import sys
@@ -336,9 +335,40 @@ def test_a_study_refuses_other_arguments_than_it_was_started_with(sweeps, capsys
     assert "was started with other arguments or another space" in capsys.readouterr().err
 
 
-@pytest.fixture(autouse=True)
-def _keep_environment() -> Iterator[None]:
-    environment = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(environment)
+@pytest.mark.slow
+def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_sweep(
+    tmp_path: Path,
+) -> None:
+    """scikit-learn's breast-cancer data as a user has it: a CSV with a header and text
+    labels. The run reports the majority class and the logistic regression on its test
+    split; the sweep's report puts the same numbers beside its best trial."""
+    from sklearn.datasets import load_breast_cancer
+
+    from {{ cookiecutter.package_name }}.data import ClassificationDataModule
+
+    data = load_breast_cancer()
+    names = [str(name).replace(" ", "_") for name in data.feature_names]
+    rows = [",".join([*names, "diagnosis"])]
+    for features, label in zip(data.data, data.target, strict=True):
+        rows.append(",".join([*map(str, features), str(data.target_names[label])]))
+    csv = tmp_path / "breast_cancer.csv"
+    csv.write_text("\n".join(rows) + "\n")
+
+    trained = run_training(tmp_path, "--data.path", str(csv), *SHORT, "--export.formats", "[]")
+    baselines = trained.summary["baselines"]
+    test_labels = ClassificationDataModule(path=str(csv)).split_labels("test")
+    benign = trained.summary["class_names"].index("benign")  # the most frequent class
+    assert baselines["majority_class"] == pytest.approx(float((test_labels == benign).mean()))
+    assert baselines["logistic_regression"] >= 0.9
+    line = (
+        f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
+        f"logistic regression {baselines['logistic_regression']:.4f}"
+    )
+    assert line in trained.stdout
+
+    folder, _ = run_sweep(tmp_path, "--trials", "3", "--data.path", str(csv), *SHORT)
+    report = (folder / "report.md").read_text()
+    assert (
+        f"baselines on the same test split: majority class {baselines['majority_class']:.4g}, "
+        f"logistic regression {baselines['logistic_regression']:.4g}"
+    ) in report

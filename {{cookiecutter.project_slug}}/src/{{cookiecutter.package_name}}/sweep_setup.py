@@ -4,13 +4,16 @@ or option costs one line and exit code 2, not a failed trial minutes later."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import cycle
 from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
+import optuna
 
 from .cli import ParseOnlyCLI, ProjectCLI
 from .search_space import SpaceError, SweepSpec
@@ -19,6 +22,25 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What every trial runs with unless the sweep's own arguments say otherwise: no progress
 # bar (the sweep prints a line per trial) and no export (best.yaml trains the winner).
 TRIAL_DEFAULTS = ["--trainer.enable_progress_bar=false", "--export.formats=[]"]
+
+
+@contextlib.contextmanager
+def quiet_trials() -> Iterator[None]:
+    """Lightning's and Optuna's per-trial chatter (seed, model summary, Optuna's own trial
+    lines) off while the sweep prints its line per trial; as it was afterwards (a sweep run
+    in-process, from a test or a notebook, leaves the levels alone)."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
+    levels = [logger.level for logger in loggers]
+    verbosity = optuna.logging.get_verbosity()
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+        optuna.logging.set_verbosity(verbosity)
 
 
 class OneLineParser(argparse.ArgumentParser):
