@@ -21,6 +21,7 @@ from typing import Any
 
 import optuna
 import psutil
+import sqlalchemy
 import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from optuna.samplers import BaseSampler, TPESampler
@@ -67,9 +68,23 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         engine["connect_args"] = {"timeout": 60}
     with warnings.catch_warnings():  # heartbeats: "experimental" since Optuna 2.9
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
+        storage = optuna.storages.RDBStorage(
             url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S
         )
+    if url.startswith("sqlite"):
+        # Write-ahead log, synced at checkpoints: each trial reports every epoch, and a full
+        # sync per report cost ~3 ms (0.17 s of a 60-epoch trial); readers (other sweep
+        # processes) no longer wait for writers. Safe on a local disk, not on NFS.
+        sqlalchemy.event.listen(storage.engine, "connect", _sqlite_wal)
+        storage.engine.dispose()  # connections made before the listener: reopened with it
+    return storage
+
+
+def _sqlite_wal(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
 
 
 class TrialSeededSampler(BaseSampler):
