@@ -17,11 +17,14 @@ import time
 from pathlib import Path
 
 import torch
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from {{ cookiecutter.package_name }}.callbacks import NonFiniteError, UnusedParameterError
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
-from {{ cookiecutter.package_name }}.interruption import TrainingInterrupted, resume_command
+from {{ cookiecutter.package_name }}.interruption import (
+    TrainingInterrupted,
+    lightning_stop,
+    resume_command,
+)
 from {{ cookiecutter.package_name }}.report import finish, stop
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
@@ -65,9 +68,8 @@ def main(args: list[str] | None = None) -> Path | None:
     except SystemExit as exit:  # Lightning's: a signal before training, or a 2nd Ctrl-C
         if not trainer.interrupted:
             raise
-        sigterm = isinstance(exit, SIGTERMException)
-        reason = f"stopped by {'SIGTERM' if sigterm else 'Ctrl-C'}"
-        stop(cli, start, "interrupted", reason, exit_code=143 if sigterm else 130)
+        reason, exit_code = lightning_stop(exit)
+        stop(cli, start, "interrupted", reason, exit_code=exit_code)
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")
     # verbose=False: the summary below prints the test metrics once, in plain lines.
     tested = trainer.test(

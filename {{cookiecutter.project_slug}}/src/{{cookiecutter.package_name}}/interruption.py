@@ -21,6 +21,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from .resumable_loader import epoch_batches_done
 
@@ -39,6 +40,13 @@ class TrainingInterrupted(Exception):
         self.checkpoint = checkpoint
         self.exit_code = EXIT_CODES[signum]
         super().__init__(f"stopped by {NAMES[signum]}")
+
+
+def lightning_stop(exit: SystemExit) -> tuple[str, int]:
+    """The reason and exit code of Lightning's own stop on a signal (before training, or a
+    second Ctrl-C), which it raises as SystemExit: SIGTERMException for SIGTERM."""
+    signum = signal.SIGTERM if isinstance(exit, SIGTERMException) else signal.SIGINT
+    return f"stopped by {NAMES[signum]}", EXIT_CODES[signum]
 
 
 class StopOnSignal(L.Callback):

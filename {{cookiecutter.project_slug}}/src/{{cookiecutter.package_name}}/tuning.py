@@ -23,14 +23,13 @@ import optuna
 import psutil
 import sqlalchemy
 import torch
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.trial import FrozenTrial, TrialState
 from optuna_integration import PyTorchLightningPruningCallback
 
 from .callbacks import NonFiniteError, UnusedParameterError
 from .cli import STARTUP_ERRORS
-from .interruption import TrainingInterrupted
+from .interruption import TrainingInterrupted, lightning_stop
 from .search_space import SweepSpec
 from .summary import run_dir
 
@@ -247,9 +246,7 @@ class TrialRunner:
         except SystemExit as exit:  # Lightning's own handling of a signal
             if not trainer.interrupted:
                 raise
-            sigterm = isinstance(exit, SIGTERMException)
-            reason = f"stopped by {'SIGTERM' if sigterm else 'Ctrl-C'}"
-            raise SweepInterrupted(reason, 143 if sigterm else 130) from None
+            raise SweepInterrupted(*lightning_stop(exit)) from None
         except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
             trial.set_user_attr("note", f"diverged: {error}")
             raise optuna.TrialPruned(f"diverged: {error}") from None
