@@ -78,6 +78,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "sweep_report",
                 "sweep_setup",
                 "tables",
+                "trial_builder",
                 "tuning",
             )
         ),
@@ -110,6 +111,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_search_space",
                 "test_sweep",
                 "test_train",
+                "test_trial_builder",
             )
         ),
     }

@@ -5,6 +5,7 @@ To run:
     python sweep.py --trials 20 --trainer.max_epochs 15  # any train.py option, every trial
     python sweep.py --trials 40 --name wide --space my-space.yaml --config configs/cnn.yaml
     python sweep.py --trials 100 --storage postgresql://user:pass@host/db  # on every machine
+    python sweep.py --trials 20 --folds 5 --data.path small.csv  # cross-validated trials
     python train.py --config runs/sweeps/sweep/best.yaml  # then train the best trial for real
 
 Rerun the same command after a crash or Ctrl-C: only the missing trials run.
@@ -41,14 +42,17 @@ from {{ cookiecutter.package_name }}.sweep_report import (
 from {{ cookiecutter.package_name }}.sweep_setup import (
     TRIAL_DEFAULTS,
     best_config_text,
+    check_folds,
     check_metric,
     check_runnable_in_process,
     check_space_values,
     parse_only,
     parse_sweep_args,
     quiet_trials,
-    trial_log_args,
+    space_edges,
+    trial_log_values,
 )
+from {{ cookiecutter.package_name }}.trial_builder import TrialBuilder
 from {{ cookiecutter.package_name }}.tuning import (
     SweepError,
     SweepInterrupted,
@@ -95,6 +99,7 @@ def sweep(
         check_keys(spec, base.config.keys())
         check_space_values(spec, base_args, parse_only(DEFAULT_CONFIG))
         check_metric(base, spec.metric)
+        folds_hint = check_folds(base, options.folds)
     except (SpaceError, *STARTUP_ERRORS) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -110,19 +115,21 @@ def sweep(
         sampler=TrialSeededSampler(base.config.get("seed_everything") or 0, spec.startup_trials),
         pruner=make_pruner(spec),
     )
-    runner = TrialRunner(
-        build=lambda trial_args: build_cli(trial_args, DEFAULT_CONFIG),
-        base_args=base_args,
-        spec=spec,
-        log_args=trial_log_args(base.config, folder),
-        target=options.trials,
-    )
+    log_values = trial_log_values(base.config, folder)
     del base
+    builder = TrialBuilder(base_args, DEFAULT_CONFIG)
+    fold_values = {"data.val_fold": 1} if options.folds > 1 else {}
+    builder.verify([{**edge, **fold_values, **log_values(0, 1)} for edge in space_edges(spec)])
+    runner = TrialRunner(
+        build=builder, spec=spec, log_values=log_values, target=options.trials, folds=options.folds
+    )
     try:
-        check_same_settings(study, train_args, options.space.read_text())
+        check_same_settings(study, train_args, options.space.read_text(), options.folds)
     except SweepError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    if folds_hint:
+        print(folds_hint)
     exit_code, status = 0, None
     try:
         before = finished_count(study)

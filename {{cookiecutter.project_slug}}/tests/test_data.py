@@ -13,7 +13,7 @@ from {{ cookiecutter.package_name }}.data import (
     random_shift,
     stack_dataset,
 )
-from {{ cookiecutter.package_name }}.data_files import builtin_digits
+from {{ cookiecutter.package_name }}.data_files import DataError, builtin_digits
 from {{ cookiecutter.package_name }}.runtime import available_cores
 
 
@@ -48,6 +48,37 @@ def test_split_is_stratified(datamodule: ClassificationDataModule) -> None:
     for idx in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx):
         share = np.bincount(labels[idx], minlength=10) / len(idx)
         assert np.abs(share - overall).max() < 0.02
+
+
+def test_cross_validation_folds_are_disjoint_balanced_and_leave_the_test_split_alone(
+    datamodule: ClassificationDataModule,
+) -> None:
+    """Fold 0 is the run's own split (what best.yaml retrains); folds 1..4 hold out other
+    parts of the validation split's size; together they never see the test split."""
+    labels = builtin_digits().labels
+    pool = np.union1d(datamodule.train_idx, datamodule.val_idx)
+    folds = [ClassificationDataModule(num_workers=0, val_fold=k) for k in range(5)]
+    assert np.array_equal(folds[0].train_idx, datamodule.train_idx)
+    assert np.array_equal(folds[0].val_idx, datamodule.val_idx)
+    held = [fold.val_idx for fold in folds]
+    assert len(np.unique(np.concatenate(held))) == sum(map(len, held)), "folds overlap"
+    overall = np.bincount(labels[pool]) / len(pool)
+    for fold in folds:
+        assert np.array_equal(fold.test_idx, datamodule.test_idx)
+        assert len(fold.val_idx) == len(datamodule.val_idx)
+        assert not np.intersect1d(fold.train_idx, fold.val_idx).size
+        assert np.array_equal(np.union1d(fold.train_idx, fold.val_idx), pool)
+        share = np.bincount(labels[fold.val_idx], minlength=10) / len(fold.val_idx)
+        assert np.abs(share - overall).max() < 0.02  # class-balanced, like the split
+    # The same fold on every run (and rank), and statistics from its own training part.
+    again = ClassificationDataModule(num_workers=0, val_fold=3)
+    assert np.array_equal(again.val_idx, folds[3].val_idx)
+    assert not torch.allclose(folds[3].input_stats()[0], datamodule.input_stats()[0])
+
+
+def test_a_fold_beyond_the_training_split_is_refused_with_the_range() -> None:
+    with pytest.raises(DataError, match=r"data.val_fold=5: .* use 0 to 4, or lower"):
+        ClassificationDataModule(num_workers=0, val_fold=5)
 
 
 def test_statistics_come_from_the_training_split_only(datamodule: ClassificationDataModule) -> None:

@@ -27,6 +27,7 @@ SWEEP = PROJECT / "sweep.py"
 SHORT = ("--trainer.max_epochs", "3")
 PRUNABLE = ("--trainer.max_epochs", "7")
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+FOLDS_SWEEP = ("--trials", "2", "--folds", "2", "--name", "folds", *SHORT)
 
 
 def write_space(folder: Path, space: dict, **top: object) -> Path:
@@ -71,13 +72,15 @@ BAD_LEARNING_RATES = {
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Five real sweep processes at once (their start-ups overlap):
+    """Six real sweep processes at once (their start-ups overlap):
     - main: 6 trials over bad learning rates, with the default pruner;
     - shared-a, shared-b: two processes, one study of 6 trials in one storage;
     - killed: SIGKILL while its third trial trains, then the same command in this process;
-    - interrupted: Ctrl-C while its third trial trains.
+    - interrupted: Ctrl-C while its third trial trains;
+    - folds: 2 cross-validated trials of 2 folds.
     name -> {folder, returncode, output, pid}."""
     folders = {name: tmp_path_factory.mktemp(name) for name in ("main", "shared", "killed")}
+    folders["folds"] = tmp_path_factory.mktemp("folds")
     folders["interrupted"] = tmp_path_factory.mktemp("interrupted")
     main_space = write_space(folders["main"], BAD_LEARNING_RATES)
     started = {
@@ -88,6 +91,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         "shared-b": start_sweep(folders["shared"], "--trials", "6", "--name", "shared", *SHORT),
         "killed": start_sweep(folders["killed"], "--trials", "4", "--name", "killed", *SHORT),
         "interrupted": start_sweep(folders["interrupted"], "--trials", "6", *SHORT),
+        "folds": start_sweep(folders["folds"], *FOLDS_SWEEP),
     }
     stops = {"killed": signal.SIGKILL, "interrupted": signal.SIGINT}
     deadline = time.monotonic() + 300  # bounds the wait, asserts nothing about speed
@@ -240,6 +244,34 @@ def test_two_processes_share_one_study_without_running_a_trial_twice(sweeps) -> 
         assert run["output"].strip().splitlines()[-1].startswith("sweep: ")
 
 
+@pytest.mark.slow
+def test_a_cross_validated_trial_is_the_mean_of_its_folds_and_fold_0_is_tested(
+    sweeps, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = sweeps["folds"]
+    assert run["returncode"] == 0, run["output"][-3000:]
+    folder = run["folder"] / "runs" / "sweeps" / "folds"
+    study = load_study(run["folder"], "folds")
+    assert len(finished(study)) == 2
+    for trial in finished(study):
+        values = trial.user_attrs["fold_values"]
+        assert len(values) == 2
+        assert trial.value == pytest.approx(sum(values) / 2, abs=1e-5)
+        name = f"trial-{trial.number:03d}"
+        # Fold 0 is the plain run: its logs are the trial's, its best checkpoint is tested.
+        assert Path(trial.user_attrs["log_dir"]) == folder / "trials" / name
+        assert "test/acc" in trial.user_attrs
+        assert (folder / "trials" / f"{name}-fold1" / "checkpoints").is_dir()
+    assert "the mean of 2 cross-validation folds" in (folder / "report.md").read_text()
+    # best.yaml trains fold 0, the run whose test accuracy the trial reports.
+    assert yaml.safe_load((folder / "best.yaml").read_text())["data"]["val_fold"] == 0
+    # The study keeps its folds: a rerun with others would compare other values.
+    with pytest.raises(SystemExit) as exit:
+        run_sweep(run["folder"], *FOLDS_SWEEP[:3], "3", *FOLDS_SWEEP[4:])
+    assert exit.value.code == 2
+    assert "--folds 2): rerun with those" in capsys.readouterr().err
+
+
 def sweep_error(folder: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """Run sweep.main expecting a refusal: exit code 2, one line, nothing written."""
     with pytest.raises(SystemExit) as exit:
@@ -313,6 +345,19 @@ def test_a_bad_space_is_refused_in_one_line_before_any_trial(
     assert expected in error
 
 
+def test_folds_must_be_one_or_more(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    error = sweep_error(tmp_path, capsys, "--trials", "2", "--folds", "0")
+    assert "--folds 0: must be 1 (no cross-validation) or more" in error
+
+
+@pytest.mark.slow
+def test_more_folds_than_the_training_split_holds_are_refused_with_the_most_it_can(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = sweep_error(tmp_path, capsys, "--trials", "2", "--folds", "9")
+    assert "make 5 folds of the validation split's size: use --folds 5 or fewer" in error
+
+
 @pytest.mark.slow
 def test_a_multi_process_preset_is_refused_with_the_way_to_use_several_devices(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -366,7 +411,11 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
     )
     assert line in trained.stdout
 
-    folder, _ = run_sweep(tmp_path, "--trials", "3", "--data.path", str(csv), *SHORT)
+    folder, output = run_sweep(tmp_path, "--trials", "3", "--data.path", str(csv), *SHORT)
+    # 86 validation samples: the sweep suggests cross-validation.
+    validation = len(ClassificationDataModule(path=str(csv)).split_labels("val"))
+    assert f"note: the validation split has {validation} samples" in output
+    assert "--folds 5 compares them on 5 folds (cross-validation)" in output
     report = (folder / "report.md").read_text()
     assert (
         f"baselines on the same test split: majority class {baselines['majority_class']:.4g}, "

@@ -71,6 +71,44 @@ def split_indices(
     return np.sort(train), np.sort(val), np.sort(test)
 
 
+def validation_fold(
+    train: np.ndarray, val: np.ndarray, labels: np.ndarray, fold: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (train, val) indices of cross-validation fold ``fold``; the test split never moves.
+
+    Fold 0 is the validation split itself, so a fold-0 run is the plain run (what best.yaml
+    retrains). Fold k > 0 holds out the k-th of the training split's disjoint, class-balanced
+    parts of the validation split's size, and trains on the rest plus the validation split.
+    (scikit-learn's KFold would re-cut the validation split too; fold 0 must stay the run's.)
+    """
+    folds = max_folds(len(train), len(val))
+    if not 0 <= fold < folds:
+        raise DataError(
+            f"data.val_fold={fold}: with {len(train)} training and {len(val)} validation "
+            f"samples there are {folds} folds of the validation split's size: use 0 to "
+            f"{folds - 1}, or lower data.val_fraction for more folds."
+        )
+    if fold == 0:
+        return train, val
+    order = np.random.default_rng(seed).permutation(train)
+    # Interleave the classes (each sample keyed by its rank within its class, scaled by the
+    # class's count): consecutive parts of `order` then keep the classes' proportions.
+    ranks = np.zeros(len(order))
+    for label in np.unique(labels[order]):
+        members = np.flatnonzero(labels[order] == label)
+        ranks[members] = (np.arange(len(members)) + 0.5) / len(members)
+    order = order[np.argsort(ranks, kind="stable")]
+    held = order[(fold - 1) * len(val) : fold * len(val)]
+    rest = np.setdiff1d(train, held)
+    return np.sort(np.concatenate([rest, val])), np.sort(held)
+
+
+def max_folds(train_size: int, val_size: int) -> int:
+    """Cross-validation folds of the validation split's size: itself, and as many disjoint
+    parts of the training split as fit (5 with the default fractions)."""
+    return 1 + train_size // max(val_size, 1)
+
+
 class ClassificationDataModule(L.LightningDataModule):
     """The project's data: a ``DataSource`` split, standardised and batched."""
 
@@ -86,6 +124,7 @@ class ClassificationDataModule(L.LightningDataModule):
         image_size: int | tuple[int, int] | None = None,
         color_mode: ColorMode | None = None,
         label_column: int | str | None = None,
+        val_fold: int = 0,
     ) -> None:
         """
         Args:
@@ -104,6 +143,9 @@ class ClassificationDataModule(L.LightningDataModule):
             color_mode: image folders: L (grayscale) or RGB; None: the first image's.
             label_column: .csv files: the label column, by 0-based index or header name;
                 None: the last column. (int first: `--data.label_column 2` is an index.)
+            val_fold: 0: validate on the validation split above; k > 0: on the k-th part of
+                the training split of the same size, training on the rest (k-fold
+                cross-validation, `python sweep.py --folds K`). The test split never moves.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -128,6 +170,9 @@ class ClassificationDataModule(L.LightningDataModule):
         try:
             self.train_idx, self.val_idx, self.test_idx = split_indices(
                 self._source.labels, val_fraction, test_fraction, split_seed, self.class_names
+            )
+            self.train_idx, self.val_idx = validation_fold(
+                self.train_idx, self.val_idx, self._source.labels, val_fold, split_seed
             )
         except DataError as error:  # name the data it is about
             raise DataError(f"{path or 'the built-in digits'}: {error}") from None

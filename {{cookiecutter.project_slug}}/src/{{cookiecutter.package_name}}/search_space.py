@@ -84,10 +84,22 @@ class SweepSpec:
     warmup_epochs: int = 3
     space: tuple[Distribution, ...] = field(default_factory=tuple)
 
+    def values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A trial's values, from what Optuna stored (lists back from their JSON text)."""
+        return {key: from_param(value) for key, value in params.items()}
+
     def as_args(self, params: dict[str, Any]) -> list[str]:
-        """A trial's values as command-line arguments (JSON text: lists, floats, ints and
-        strings all parse as they were written)."""
-        return [f"--{key}={json.dumps(from_param(value))}" for key, value in params.items()]
+        """A trial's values as command-line arguments."""
+        return args_of(self.values(params))
+
+
+def args_of(values: dict[str, Any]) -> list[str]:
+    """Values as command-line arguments: strings as they are (jsonargparse keeps the quotes
+    of a JSON string for a str option), anything else as JSON text (lists, numbers, None)."""
+    return [
+        f"--{key}={value if isinstance(value, str) else json.dumps(value)}"
+        for key, value in values.items()
+    ]
 
 
 def to_param(value: Any) -> Any:

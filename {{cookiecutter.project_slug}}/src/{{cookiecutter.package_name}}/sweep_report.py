@@ -89,10 +89,12 @@ def write_report(
     for trial in trials:
         counts[trial.state.name.lower()] += 1
     goal = "Maximise" if spec.direction == "maximize" else "Minimise"
+    folds = study.user_attrs.get("settings", {}).get("folds", 1)
+    over = f"; the mean of {folds} cross-validation folds" if folds > 1 else ""
     lines = [
         f"# Sweep {study.study_name}",
         "",
-        f"{goal} {spec.metric} (each trial's best epoch); pruner: {spec.pruner}. Trials: "
+        f"{goal} {spec.metric} (each trial's best epoch{over}); pruner: {spec.pruner}. Trials: "
         + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
         + f". Each trial's logs and checkpoints: {folder / 'trials'}.",
         "",

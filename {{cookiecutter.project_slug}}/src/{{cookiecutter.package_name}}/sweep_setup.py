@@ -16,6 +16,7 @@ import lightning as L
 import optuna
 
 from .cli import ParseOnlyCLI, ProjectCLI
+from .data import max_folds
 from .search_space import SpaceError, SweepSpec
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -77,12 +78,22 @@ def parse_sweep_args(args: list[str], default_space: Path) -> tuple[argparse.Nam
     parser.add_argument(
         "--space", type=Path, default=default_space, help="the search space (default: %(default)s)"
     )
+    parser.add_argument(
+        "--folds",
+        type=int,
+        default=1,
+        help="k-fold cross-validation: each trial trains K times, validating on K disjoint "
+        "folds, and its value is their mean (for small data; default: %(default)s, the "
+        "validation split only)",
+    )
     options, rest = parser.parse_known_args(args)
     if options.trials < 1:
         parser.error(
             f"--trials {options.trials}: must be 1 or more (the number of trials "
             "the study should have finished)"
         )
+    if options.folds < 1:
+        parser.error(f"--folds {options.folds}: must be 1 (no cross-validation) or more")
     options.name = options.name or options.space.stem
     if not NAME.match(options.name):
         parser.error(f"--name {options.name!r}: use letters, digits, '.', '_' and '-' only")
@@ -104,19 +115,55 @@ def check_runnable_in_process(cli: ProjectCLI) -> None:
         )
 
 
+# Below this many validation samples one sample moves accuracy by more than half a point:
+# trials then tie or swap places by chance, and the sweep suggests cross-validation.
+SMALL_VALIDATION = 200
+
+
+def check_folds(cli: ProjectCLI, folds: int) -> str | None:
+    """Refuse more folds than the training split holds; return a hint to use folds when the
+    validation split is small and there are none (None otherwise)."""
+    data = cli.datamodule
+    train, val = len(data.train_idx), len(data.val_idx)
+    if folds > 1 and cli.config.get("data.val_fold"):
+        raise SpaceError("--data.val_fold: --folds sets each trial's fold itself; drop it")
+    available = max_folds(train, val)
+    if folds > available:
+        raise SpaceError(
+            f"--folds {folds}: {train} training and {val} validation samples make "
+            f"{available} folds of the validation split's size: use --folds {available} or "
+            "fewer, or lower --data.val_fraction"
+        )
+    if folds == 1 and val < SMALL_VALIDATION and available > 1:
+        return (
+            f"note: the validation split has {val} samples, so trials that differ by a "
+            f"sample or two look alike: --folds {min(available, 5)} compares them on "
+            f"{min(available, 5)} folds (cross-validation)"
+        )
+    return None
+
+
+def space_edges(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Value sets that reach every edge of the space: all lows, all highs, and every
+    categorical choice at least once."""
+    categorical = [d for d in spec.space if d.kind == "categorical"]
+    rounds = max(2, *(len(d.choices) for d in categorical)) if categorical else 2
+    choices = {d.key: cycle(d.choices) for d in categorical}
+    return [
+        {
+            d.key: next(choices[d.key]) if d.kind == "categorical" else d.extremes()[index % 2]
+            for d in spec.space
+        }
+        for index in range(rounds)
+    ]
+
+
 def check_space_values(
     spec: SweepSpec, args: list[str], parse: Callable[[list[str]], ProjectCLI]
 ) -> None:
     """Parse the config at the edges of the space (all lows, all highs, every categorical
     choice): a type or range the option refuses is refused now, naming the space key."""
-    categorical = [d for d in spec.space if d.kind == "categorical"]
-    rounds = max(2, *(len(d.choices) for d in categorical)) if categorical else 2
-    choices = {d.key: cycle(d.choices) for d in categorical}
-    for index in range(rounds):
-        values = {
-            d.key: next(choices[d.key]) if d.kind == "categorical" else d.extremes()[index % 2]
-            for d in spec.space
-        }
+    for values in space_edges(spec):
         try:
             parse([*args, *spec.as_args(values)])
         except SystemExit as exit:  # the option parser refused a value (it printed why)
@@ -148,33 +195,34 @@ def check_metric(cli: ProjectCLI, metric: str) -> None:
         )
 
 
-def trial_log_args(config: Any, folder: Path) -> Callable[[int], list[str]]:
-    """Where each trial's logs and checkpoints go: runs/sweeps/NAME/trials/trial-007 for
-    TensorBoard and CSV (`tensorboard --logdir runs/sweeps/NAME/trials` compares them),
-    runs/sweeps/NAME/wandb for W&B, one run per trial named NAME-trial-007."""
+def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str, str]]:
+    """Where each trial's logs and checkpoints go (config keys and values): for TensorBoard
+    and CSV runs/sweeps/NAME/trials/trial-007 (`tensorboard --logdir runs/sweeps/NAME/trials`
+    compares them), for W&B runs/sweeps/NAME/wandb, one run per trial named NAME-trial-007.
+    The other folds of a cross-validated trial go beside it: trial-007-fold1, ..."""
     logger = config.get("trainer.logger")
     kind = str(getattr(logger, "class_path", "")).rsplit(".", 1)[-1]
 
-    def args(number: int) -> list[str]:
-        trial = f"trial-{number:03d}"
-        common = [f"--trainer.default_root_dir={folder / 'trials' / trial}"]
-        logger_args = "--trainer.logger.init_args"
+    def values(number: int, fold: int = 0) -> dict[str, str]:
+        trial = f"trial-{number:03d}" + (f"-fold{fold}" if fold else "")
+        common = {"trainer.default_root_dir": str(folder / "trials" / trial)}
+        logger_key = "trainer.logger.init_args"
         if kind in ("TensorBoardLogger", "CSVLogger"):
-            return [
-                *common,
-                f"{logger_args}.save_dir={folder}",
-                f"{logger_args}.name=trials",
-                f"{logger_args}.version={trial}",
-            ]
+            return {
+                **common,
+                f"{logger_key}.save_dir": str(folder),
+                f"{logger_key}.name": "trials",
+                f"{logger_key}.version": trial,
+            }
         if kind == "WandbLogger":
-            return [
-                *common,
-                f"{logger_args}.save_dir={folder}",
-                f"{logger_args}.name={folder.name}-{trial}",
-            ]
+            return {
+                **common,
+                f"{logger_key}.save_dir": str(folder),
+                f"{logger_key}.name": f"{folder.name}-{trial}",
+            }
         return common  # no logger, or several: checkpoints under default_root_dir
 
-    return args
+    return values
 
 
 def best_config_text(args: list[str], default_config: Path, header: list[str]) -> str:

@@ -4,7 +4,9 @@ process (the imports, the data and the start-up are paid once per sweep, not per
 A trial is the run that `python train.py BASE_ARGS --key=value ...` would make, without the
 export: it fits with validation every epoch, reports the metric to Optuna after each
 validation (optuna-integration's Lightning pruning callback prunes it there), and tests its
-best checkpoint. Several processes, on one machine or many, share a study through Optuna's
+best checkpoint. With ``--folds K`` a trial is K such runs (k-fold cross-validation, see
+data.validation_fold) and its value their mean: less noise than one small validation split.
+Several processes, on one machine or many, share a study through Optuna's
 RDB storage; Optuna hands out trial numbers, we only decide when the study is full.
 """
 
@@ -41,6 +43,7 @@ GRACE_S = 60
 WAIT_S = 2.0  # how often a process whose peers run the study's last trials looks again
 MAX_FAILURES_IN_A_ROW = 3  # then the settings, not bad luck, are the problem: stop
 WORKER_ATTR = "worker"
+SCHEMA_ATTEMPTS = 5  # opening a new database that other processes are creating too
 # The best checkpoint's criterion (configs/default.yaml): it picks each trial's tested epoch,
 # and between trials of equal value the lower loss wins.
 TIE_BREAK = "val/loss"
@@ -65,11 +68,22 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):  # several local processes: wait for the lock, not fail
         engine["connect_args"] = {"timeout": 60}
-    with warnings.catch_warnings():  # heartbeats: "experimental" since Optuna 2.9
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        storage = optuna.storages.RDBStorage(
-            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S
-        )
+    for attempt in range(SCHEMA_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():  # heartbeats: "experimental" since Optuna 2.9
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S
+                )
+            break
+        except sqlalchemy.exc.SQLAlchemyError as error:
+            # Processes started together on a new database each create Optuna's tables;
+            # all but the first fail with "table ... already exists". The tables are there
+            # now: open it again, which finds them.
+            lost_race = "already exists" in str(error) or "duplicate" in str(error).lower()
+            if not lost_race or attempt == SCHEMA_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
     if url.startswith("sqlite"):
         # Write-ahead log, synced at checkpoints: each trial reports every epoch, and a full
         # sync per report cost ~3 ms (0.17 s of a 60-epoch trial); readers (other sweep
@@ -142,11 +156,15 @@ class ReportingPruningCallback(PyTorchLightningPruningCallback):
     loss of every epoch. The trial's value is the metric of the epoch that train.py tests
     and exports, the lowest validation loss (the best checkpoint): the value best.yaml
     reproduces, not the luckiest epoch's (a maximum over noisy epochs flatters noisy trials).
+    With ``prune=False`` (the other folds of a cross-validated trial) it only keeps them.
     """
 
-    def __init__(self, trial: optuna.Trial, monitor: str, maximize: bool) -> None:
+    def __init__(
+        self, trial: optuna.Trial, monitor: str, maximize: bool, prune: bool = True
+    ) -> None:
         super().__init__(trial, monitor)
         self.maximize = maximize
+        self.prune = prune
         self.epochs: list[tuple[float, float]] = []  # (metric, validation loss)
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
@@ -155,7 +173,8 @@ class ReportingPruningCallback(PyTorchLightningPruningCallback):
         if not trainer.sanity_checking and score is not None:
             loss = metrics.get(TIE_BREAK)
             self.epochs.append((float(score), math.inf if loss is None else float(loss)))
-        super().on_validation_end(trainer, pl_module)
+        if self.prune:
+            super().on_validation_end(trainer, pl_module)
 
     def best_epoch(self) -> tuple[float, float]:
         """(metric, loss) of the epoch with the lowest validation loss (ties: the better
@@ -216,13 +235,14 @@ class TrialFailed(Exception):
 
 @dataclass
 class TrialRunner:
-    """The objective: one trial, built like `python train.py` with the trial's values."""
+    """The objective: one trial, built like `python train.py` with the trial's values
+    (``build``: trial_builder.TrialBuilder)."""
 
-    build: Callable[[list[str]], Any]  # args -> an instantiated ProjectCLI
-    base_args: list[str]
+    build: Callable[[dict[str, Any]], Any]  # the trial's config values -> a built ProjectCLI
     spec: SweepSpec
-    log_args: Callable[[int], list[str]]  # trial number -> where its logs go
+    log_values: Callable[[int, int], dict[str, str]]  # (trial number, fold) -> where its logs go
     target: int  # the study's total of finished trials
+    folds: int = 1  # k-fold cross-validation: the value is the mean over the folds
     last_number: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
@@ -230,14 +250,34 @@ class TrialRunner:
         trial.set_user_attr(WORKER_ATTR, worker_identity())
         self._claim_slot(trial)
         params = {d.key: d.suggest(trial) for d in self.spec.space}
-        args = [*self.base_args, *self.spec.as_args(params), *self.log_args(trial.number)]
+        settings = self.spec.values(params)
+        # Fold 0 is the plain run (the one best.yaml retrains): it reports to the pruner and
+        # is tested. The other folds, only for a trial that was not pruned, add their value.
+        value, loss = self._fit(trial, {**settings, **self.log_values(trial.number, 0)}, fold=0)
+        values, losses = [value], [loss]
+        for fold in range(1, self.folds):
+            gc.collect()  # the previous fold's Trainer and loaders (GPU memory included)
+            fold_values = {**settings, "data.val_fold": fold, **self.log_values(trial.number, fold)}
+            value, loss = self._fit(trial, fold_values, fold)
+            values.append(value)
+            losses.append(loss)
+        if self.folds > 1:
+            trial.set_user_attr("fold_values", [round(v, 6) for v in values])
+        loss = sum(losses) / len(losses)
+        if math.isfinite(loss):
+            trial.set_user_attr(TIE_BREAK, loss)
+        return sum(values) / len(values)
+
+    def _fit(self, trial: optuna.Trial, values: dict[str, Any], fold: int) -> tuple[float, float]:
+        """One fit of the trial: (metric, validation loss) of its best epoch. Fold 0 reports
+        every epoch to the pruner, and tests its best checkpoint into the trial's attrs."""
         try:
-            cli = self.build(args)
+            cli = self.build(values)
         except STARTUP_ERRORS as error:
             raise self._failed(trial, str(error)) from None
         trainer = cli.trainer
         maximize = self.spec.direction == "maximize"
-        pruning = ReportingPruningCallback(trial, self.spec.metric, maximize)
+        pruning = ReportingPruningCallback(trial, self.spec.metric, maximize, prune=fold == 0)
         trainer.callbacks.append(pruning)
         try:
             trainer.fit(cli.model, datamodule=cli.datamodule)
@@ -248,8 +288,9 @@ class TrialRunner:
                 raise
             raise SweepInterrupted(*lightning_stop(exit)) from None
         except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
-            trial.set_user_attr("note", f"diverged: {error}")
-            raise optuna.TrialPruned(f"diverged: {error}") from None
+            where = f" (fold {fold})" if fold else ""
+            trial.set_user_attr("note", f"diverged{where}: {error}")
+            raise optuna.TrialPruned(f"diverged{where}: {error}") from None
         except (UnusedParameterError, torch.OutOfMemoryError) as error:
             raise self._failed(trial, str(error)) from None
         if not pruning.epochs:
@@ -257,15 +298,15 @@ class TrialRunner:
                 f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
                 "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
             )
-        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
-        tested = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False)
-        for key, value in (tested[0] if tested else {}).items():
-            trial.set_user_attr(key, round(float(value), 6))
-        trial.set_user_attr("log_dir", str(run_dir(trainer)))
-        value, loss = pruning.best_epoch()
-        if math.isfinite(loss):
-            trial.set_user_attr(TIE_BREAK, loss)
-        return value
+        if fold == 0:
+            best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+            tested = trainer.test(
+                cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False
+            )
+            for key, value in (tested[0] if tested else {}).items():
+                trial.set_user_attr(key, round(float(value), 6))
+            trial.set_user_attr("log_dir", str(run_dir(trainer)))
+        return pruning.best_epoch()
 
     def _claim_slot(self, trial: optuna.Trial) -> None:
         """Run this trial only if fewer than ``target`` trials are finished or ahead of it
@@ -331,16 +372,19 @@ def run_trials(
         progress(study, TrialResult(trial.number, state, trial.value, seconds, note))
 
 
-def check_same_settings(study: optuna.Study, args: list[str], spec_text: str) -> None:
-    """A study keeps the arguments and the space it was started with: a rerun (or another
-    process) with others would mix incomparable trials in one study."""
-    given = {"args": args, "space": spec_text}
+def check_same_settings(
+    study: optuna.Study, args: list[str], spec_text: str, folds: int = 1
+) -> None:
+    """A study keeps the arguments, the space and the folds it was started with: a rerun
+    (or another process) with others would mix incomparable trials in one study."""
+    given: dict[str, Any] = {"args": args, "space": spec_text, "folds": folds}
     stored = study.user_attrs.get("settings")
     if stored is None:
         study.set_user_attr("settings", given)
-    elif stored != given:
+    elif {"folds": 1, **stored} != given:
+        folds_text = f" --folds {stored['folds']}" if stored.get("folds", 1) > 1 else ""
         raise SweepError(
             f"study {study.study_name!r} was started with other arguments or another space "
-            f"({' '.join(stored['args']) or 'no arguments'}): rerun with those, or pick a new "
-            "--name"
+            f"({' '.join(stored['args']) or 'no arguments'}{folds_text}): rerun with those, "
+            "or pick a new --name"
         )
