@@ -95,6 +95,15 @@ class SendSignal(L.Callback):
                 os.kill(os.getpid(), self.signal)
 
 
+class SignalAtLastValidation(L.Callback):
+    """Sends SIGINT to its own process at the end of the last epoch's validation: after the
+    last training step, where training no longer stops for it."""
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking and trainer.current_epoch == trainer.max_epochs - 1:
+            os.kill(os.getpid(), signal_module.SIGINT)
+
+
 class StepAtStop(L.Callback):
     """Each process writes ``stop-rank-<N>.json`` when fit ends on an exception: the step
     it stopped at and the exception's type."""

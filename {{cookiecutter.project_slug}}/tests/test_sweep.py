@@ -227,6 +227,20 @@ def test_ctrl_c_stops_the_sweep_after_writing_the_report(sweeps) -> None:
 
 
 @pytest.mark.slow
+def test_ctrl_c_after_a_trials_last_step_still_stops_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal in the final validation comes after the last training step: the fit ends
+    without acting on it, and the sweep must stop there, not start its next trial."""
+    late = "--trainer.callbacks+=tests.probes.SignalAtLastValidation"
+    with pytest.raises(SystemExit) as exit:
+        run_sweep(tmp_path, "--trials", "3", "--trainer.max_epochs", "2", late)
+    assert exit.value.code == 130
+    assert [t.state for t in load_study(tmp_path, "sweep").trials] == [TrialState.FAIL]
+    assert "interrupted: stopped by Ctrl-C" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_two_processes_share_one_study_without_running_a_trial_twice(sweeps) -> None:
     runs = [sweeps["shared-a"], sweeps["shared-b"]]
     for run in runs:

@@ -111,6 +111,15 @@ class StopOnSignal(L.Callback):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._restore()
 
+    def missed_request(self) -> tuple[str, int] | None:
+        """(reason, exit code) of a signal that came after the last training step (during
+        the final validation), which the fit finished without acting on; None if none did.
+        A sweep must stop there rather than start its next trial."""
+        if self.requested is None:
+            return None
+        signum = signal.Signals(self.requested)
+        return f"stopped by {NAMES[signum]}", EXIT_CODES[signum]
+
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:

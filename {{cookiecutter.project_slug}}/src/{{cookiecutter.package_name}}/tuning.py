@@ -12,12 +12,13 @@ RDB storage; Optuna hands out trial numbers, we only decide when the study is fu
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import socket
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ from optuna_integration import PyTorchLightningPruningCallback
 
 from .callbacks import NonFiniteError, UnusedParameterError
 from .cli import STARTUP_ERRORS
-from .interruption import TrainingInterrupted, lightning_stop
+from .interruption import StopOnSignal, TrainingInterrupted, lightning_stop
 from .search_space import SweepSpec
 from .summary import run_dir
 
@@ -183,6 +184,18 @@ class ReportingPruningCallback(PyTorchLightningPruningCallback):
         return min(self.epochs, key=lambda epoch: (epoch[1], sign * epoch[0]))
 
 
+@contextlib.contextmanager
+def stopped_by_lightning(trainer: Any) -> Iterator[None]:
+    """Lightning's own handling of a signal outside the training loop (before it, or while
+    testing) ends in SystemExit: a stop of the sweep, not a crash."""
+    try:
+        yield
+    except SystemExit as exit:
+        if not trainer.interrupted:
+            raise
+        raise SweepInterrupted(*lightning_stop(exit)) from None
+
+
 def finished_count(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
@@ -280,19 +293,22 @@ class TrialRunner:
         pruning = ReportingPruningCallback(trial, self.spec.metric, maximize, prune=fold == 0)
         trainer.callbacks.append(pruning)
         try:
-            trainer.fit(cli.model, datamodule=cli.datamodule)
+            with stopped_by_lightning(trainer):
+                trainer.fit(cli.model, datamodule=cli.datamodule)
         except TrainingInterrupted as interrupted:
             raise SweepInterrupted(str(interrupted), interrupted.exit_code) from None
-        except SystemExit as exit:  # Lightning's own handling of a signal
-            if not trainer.interrupted:
-                raise
-            raise SweepInterrupted(*lightning_stop(exit)) from None
         except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
             where = f" (fold {fold})" if fold else ""
             trial.set_user_attr("note", f"diverged{where}: {error}")
             raise optuna.TrialPruned(f"diverged{where}: {error}") from None
         except (UnusedParameterError, torch.OutOfMemoryError) as error:
             raise self._failed(trial, str(error)) from None
+        # A Ctrl-C or SIGTERM after the last training step (in the final validation): the fit
+        # ended without acting on it, but the sweep stops here, the trial failed like any other.
+        for callback in trainer.callbacks:
+            missed = callback.missed_request() if isinstance(callback, StopOnSignal) else None
+            if missed:
+                raise SweepInterrupted(*missed)
         if not pruning.epochs:
             raise SweepError(
                 f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
@@ -300,9 +316,10 @@ class TrialRunner:
             )
         if fold == 0:
             best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
-            tested = trainer.test(
-                cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False
-            )
+            with stopped_by_lightning(trainer):  # Ctrl-C while testing
+                tested = trainer.test(
+                    cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False
+                )
             for key, value in (tested[0] if tested else {}).items():
                 trial.set_user_attr(key, round(float(value), 6))
             trial.set_user_attr("log_dir", str(run_dir(trainer)))
