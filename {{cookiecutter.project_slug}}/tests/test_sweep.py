@@ -59,6 +59,9 @@ def start_sweep(folder: Path, *args: str) -> tuple[subprocess.Popen, Path]:
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         text=True,
+        # Ctrl-C as in a terminal: a shell starts background jobs (CI's `cmd &`) with SIGINT
+        # ignored, and the child would keep ignoring it outside the training loop.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return process, log
 

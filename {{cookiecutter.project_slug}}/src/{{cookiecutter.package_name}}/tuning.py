@@ -78,10 +78,12 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
                 )
             break
         except sqlalchemy.exc.SQLAlchemyError as error:
-            # Processes started together on a new database each create Optuna's tables;
-            # all but the first fail with "table ... already exists". The tables are there
-            # now: open it again, which finds them.
-            lost_race = "already exists" in str(error) or "duplicate" in str(error).lower()
+            # Processes started together on a new database each create Optuna's tables and
+            # stamp their version; all but the first fail ("table ... already exists",
+            # "UNIQUE constraint failed", "duplicate key"). The tables are there now: open
+            # it again, which finds them.
+            text = str(error).lower()
+            lost_race = any(sign in text for sign in ("already exists", "unique", "duplicate"))
             if not lost_race or attempt == SCHEMA_ATTEMPTS - 1:
                 raise
             time.sleep(0.5 * (attempt + 1))
