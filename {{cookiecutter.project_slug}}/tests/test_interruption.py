@@ -4,6 +4,7 @@ weights of a run that was never interrupted. A second Ctrl-C stops at once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -34,71 +35,81 @@ def resume_line(stderr: str) -> list[str]:
     return shlex.split(line.removeprefix("resume: "))
 
 
-@pytest.fixture
-def restore_signal_handlers() -> Iterator[None]:
+@contextlib.contextmanager
+def restored_signal_handlers() -> Iterator[None]:
     """Runs in this process may leave SIGINT ignored (Lightning, after a KeyboardInterrupt)."""
     handlers = {signum: signal.getsignal(signum) for signum in SIGNALS.values()}
-    yield
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+@pytest.fixture
+def restore_signal_handlers() -> Iterator[None]:
+    with restored_signal_handlers():
+        yield
 
 
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, str, str]]:
-    """Four real runs at once (their start-ups overlap), each stopped by its signal once a
-    training step has run: on one process, Ctrl-C and SIGTERM; on ddp-cpu, Ctrl-C to every
-    process of the job (as a terminal sends it) and SIGTERM to the launching process alone
-    (as `kill` does). name -> (folder, exit code, stdout, stderr)."""
-    processes = {}
-    for name in ("ctrl-c", "sigterm", "ddp-ctrl-c", "ddp-sigterm"):
-        folder = tmp_path_factory.mktemp(name)
-        ddp = ("--config", preset("ddp-cpu")) if name.startswith("ddp") else ()
-        processes[name] = (
-            folder,
-            subprocess.Popen(
-                train_command(
-                    *ddp,
-                    *("--trainer.max_epochs", "1000", "--export.formats", "[]"),
-                    *(*STARTED, "probe", *STOPPED, "probe"),
-                ),
-                cwd=folder,
-                env=script_env(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                start_new_session=True,  # its own process group, as a job in a terminal
-            ),
-        )
-    deadline = time.monotonic() + 180  # bounds the wait, asserts nothing about speed
-    waiting = dict(processes)
-    while waiting and time.monotonic() < deadline:
-        for name, (folder, process) in list(waiting.items()):
-            assert process.poll() is None, process.communicate()
-            if (folder / "probe" / "started").exists():  # inside fit: a step has run
-                signum = SIGNALS[name.removeprefix("ddp-")]
-                if name == "ddp-ctrl-c":
-                    os.killpg(process.pid, signum)
-                else:
-                    process.send_signal(signum)
-                del waiting[name]
-        time.sleep(0.05)
-    assert not waiting, f"no training step within 3 minutes: {sorted(waiting)}"
+    """Each run stopped by its signal once a training step has run:
+    - ddp-ctrl-c: a real ddp-cpu job (two processes) in its own process group, Ctrl-C to
+      every process of it, as a terminal sends it;
+    - ctrl-c, sigterm: one process (this one, while the job starts), the real signal sent to
+      itself after step 3 (tests.probes.SendSignal): the same handler, no start-up to pay.
+    (SIGTERM to a DDP job's launching process alone: the DDP resume test below.)
+    name -> (folder, exit code, stdout, stderr)."""
+    common = ("--trainer.max_epochs", "1000", "--export.formats", "[]", *STOPPED, "probe")
+    folder = tmp_path_factory.mktemp("ddp-ctrl-c")
+    ddp = subprocess.Popen(
+        train_command("--config", preset("ddp-cpu"), *common, *STARTED, "probe"),
+        cwd=folder,
+        env=script_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group, as a job in a terminal
+    )
     results = {}
-    for name, (folder, process) in processes.items():
-        stdout, stderr = process.communicate(timeout=120)
-        results[name] = folder, process.returncode, stdout, stderr
+    for name in ("ctrl-c", "sigterm"):
+        here = tmp_path_factory.mktemp(name)
+        probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
+        probe += [SIGNALS[name].name, "--trainer.callbacks.step", "3"]
+        with restored_signal_handlers():
+            stopped = run_until_exit(
+                here, "--trainer.enable_progress_bar", "false", *common, *probe
+            )
+        results[name] = here, stopped.code, stopped.stdout, stopped.stderr
+    deadline = time.monotonic() + 180  # bounds the wait, asserts nothing about speed
+    while not (folder / "probe" / "started").exists() and time.monotonic() < deadline:
+        assert ddp.poll() is None, ddp.communicate()
+        time.sleep(0.05)
+    assert (folder / "probe" / "started").exists(), "no training step within 3 minutes"
+    os.killpg(ddp.pid, signal.SIGINT)  # inside fit: a step has run
+    stdout, stderr = ddp.communicate(timeout=120)
+    results["ddp-ctrl-c"] = folder, ddp.returncode, stdout, stderr
     return results
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ctrl-c", "sigterm", "ddp-ctrl-c", "ddp-sigterm"])
+@pytest.mark.parametrize("name", ["ctrl-c", "sigterm", "ddp-ctrl-c"])
 def test_an_interrupted_run_saves_last_ckpt_and_prints_how_to_resume(
     interrupted: dict[str, tuple[Path, int, str, str]], name: str
 ) -> None:
     folder, returncode, stdout, stderr = interrupted[name]
     kind = name.removeprefix("ddp-")
     assert returncode == EXIT_CODES[kind], stderr[-3000:]
+    assert_stopped_with_resume(folder, stdout, stderr, kind, ranks=2 if name == "ddp-ctrl-c" else 1)
+
+
+def assert_stopped_with_resume(
+    folder: Path, stdout: str, stderr: str, kind: str, ranks: int
+) -> None:
+    """No traceback; last.ckpt saved at the step where every process stopped, and named by
+    the printed resume command and by summary.json, which says why the run stopped."""
     assert "Traceback" not in stderr
     command = resume_line(stderr)
     assert command[:2] == ["python", "train.py"]
@@ -112,9 +123,8 @@ def test_an_interrupted_run_saves_last_ckpt_and_prints_how_to_resume(
     assert (summary["status"], summary["reason"]) == ("interrupted", REASONS[kind])
     assert summary["resume"] == shlex.join(command)
     assert summary["paths"]["last_checkpoint"] == str((folder / command[-1]).resolve())
-    # Saved at the step where every process stopped (the signal reached the launching
-    # process alone for ddp-sigterm): nothing trained after the checkpoint.
-    ranks = 2 if name.startswith("ddp") else 1
+    # Saved at the step where every process stopped (the signal may reach one process
+    # alone): nothing trained after the checkpoint.
     stops = [
         json.loads((folder / "probe" / f"stop-rank-{rank}.json").read_text())
         for rank in range(ranks)
@@ -181,7 +191,7 @@ def test_a_ddp_run_stopped_on_one_process_resumes_to_the_uninterrupted_weights(
     args += ["--trainer.max_epochs", "2", "--export.formats", "[]"]
     probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
     probe += ["SIGTERM", "--trainer.callbacks.step", str(DDP_STOP_AFTER_STEP)]
-    probe += ["--trainer.callbacks.rank", "0"]
+    probe += ["--trainer.callbacks.rank", "0", *STOPPED, "probe"]
     runs = {}
     for name, extra in (("stopped", probe), ("uninterrupted", [])):
         (tmp_path / name).mkdir()
@@ -197,6 +207,8 @@ def test_a_ddp_run_stopped_on_one_process_resumes_to_the_uninterrupted_weights(
     outputs = {name: process.communicate(timeout=300) for name, process in runs.items()}
     assert runs["uninterrupted"].returncode == 0, outputs["uninterrupted"][1][-3000:]
     assert runs["stopped"].returncode == 143, outputs["stopped"][1][-3000:]
+    # SIGTERM reached the launching process alone (as `kill` does): both stopped there.
+    assert_stopped_with_resume(tmp_path / "stopped", *outputs["stopped"], "sigterm", ranks=2)
     command = resume_line(outputs["stopped"][1])
     saved = read_checkpoint(tmp_path / "stopped" / command[-1])
     assert (saved["epoch"], saved["global_step"]) == (1, DDP_STOP_AFTER_STEP + 1)

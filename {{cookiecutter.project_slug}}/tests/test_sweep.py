@@ -75,26 +75,21 @@ BAD_LEARNING_RATES = {
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Six real sweep processes at once (their start-ups overlap):
-    - main: 6 trials over bad learning rates, with the default pruner;
+    """Four real sweep processes at once (their start-ups overlap), for what needs a process:
     - shared-a, shared-b: two processes, one study of 6 trials in one storage;
     - killed: SIGKILL while its third trial trains, then the same command in this process;
     - interrupted: Ctrl-C while its third trial trains;
+    and, while the shared ones run, two sweeps in this process (no start-up to pay):
+    - main: 6 trials over bad learning rates, with the default pruner;
     - folds: 2 cross-validated trials of 2 folds.
     name -> {folder, returncode, output, pid}."""
-    folders = {name: tmp_path_factory.mktemp(name) for name in ("main", "shared", "killed")}
-    folders["folds"] = tmp_path_factory.mktemp("folds")
-    folders["interrupted"] = tmp_path_factory.mktemp("interrupted")
-    main_space = write_space(folders["main"], BAD_LEARNING_RATES)
+    names = ("main", "shared", "killed", "folds", "interrupted")
+    folders = {name: tmp_path_factory.mktemp(name) for name in names}
     started = {
-        "main": start_sweep(
-            folders["main"], "--trials", "6", "--space", str(main_space), *PRUNABLE
-        ),
         "shared-a": start_sweep(folders["shared"], "--trials", "6", "--name", "shared", *SHORT),
         "shared-b": start_sweep(folders["shared"], "--trials", "6", "--name", "shared", *SHORT),
         "killed": start_sweep(folders["killed"], "--trials", "4", "--name", "killed", *SHORT),
         "interrupted": start_sweep(folders["interrupted"], "--trials", "6", *SHORT),
-        "folds": start_sweep(folders["folds"], *FOLDS_SWEEP),
     }
     stops = {"killed": signal.SIGKILL, "interrupted": signal.SIGINT}
     deadline = time.monotonic() + 300  # bounds the wait, asserts nothing about speed
@@ -108,6 +103,13 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         time.sleep(0.05)
     assert not stops, f"no third trial within 5 minutes: {sorted(stops)}"
     results = {}
+    main_space = write_space(folders["main"], BAD_LEARNING_RATES)
+    for name, args in (
+        ("main", ("--trials", "6", "--space", str(main_space), *PRUNABLE)),
+        ("folds", FOLDS_SWEEP),
+    ):
+        _, output = run_sweep(folders[name], *args)  # an exit would fail the fixture
+        results[name] = dict(folder=folders[name], returncode=0, output=output, pid=None)
     for name, (process, log) in started.items():
         process.wait(timeout=300)
         folder = folders[name.split("-")[0]]
