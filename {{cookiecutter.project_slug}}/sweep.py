@@ -45,8 +45,6 @@ from {{ cookiecutter.package_name }}.sweep_setup import (
     check_folds,
     check_metric,
     check_runnable_in_process,
-    check_space_values,
-    parse_only,
     parse_sweep_args,
     quiet_trials,
     space_edges,
@@ -97,14 +95,19 @@ def sweep(
         base = build_cli(base_args, DEFAULT_CONFIG)
         check_runnable_in_process(base)
         check_keys(spec, base.config.keys())
-        check_space_values(spec, base_args, parse_only(DEFAULT_CONFIG))
+        folder = (Path(base.config.trainer.default_root_dir) / "sweeps" / options.name).resolve()
+        log_values = trial_log_values(base.config, folder)
+        # Parsed at the space's edges (a fold and the log folders with them): values the
+        # options refuse stop here, and the trials are built from this parse if they can.
+        builder = TrialBuilder(base_args, DEFAULT_CONFIG, parsed=base)
+        fold_values = {"data.val_fold": 1} if options.folds > 1 else {}
+        builder.verify(space_edges(spec), {**fold_values, **log_values(0, 1)})
         check_metric(base, spec.metric)
         folds_hint = check_folds(base, options.folds)
     except (SpaceError, *STARTUP_ERRORS) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     baselines = compute_baselines(base.datamodule)
-    folder = (Path(base.config.trainer.default_root_dir) / "sweeps" / options.name).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     storage = options.storage or f"sqlite:///{folder / 'study.db'}"
     study = optuna.create_study(
@@ -115,11 +118,7 @@ def sweep(
         sampler=TrialSeededSampler(base.config.get("seed_everything") or 0, spec.startup_trials),
         pruner=make_pruner(spec),
     )
-    log_values = trial_log_values(base.config, folder)
     del base
-    builder = TrialBuilder(base_args, DEFAULT_CONFIG)
-    fold_values = {"data.val_fold": 1} if options.folds > 1 else {}
-    builder.verify([{**edge, **fold_values, **log_values(0, 1)} for edge in space_edges(spec)])
     runner = TrialRunner(
         build=builder, spec=spec, log_values=log_values, target=options.trials, folds=options.folds
     )

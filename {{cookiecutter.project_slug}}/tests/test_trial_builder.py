@@ -42,8 +42,7 @@ def test_a_trial_built_from_the_parsed_config_equals_the_parsed_run(
 ) -> None:
     spec = load_spec(CONFIGS / "sweep.yaml")
     logs = trial_log_values(builder.base.config, tmp_path / "sweeps" / "s")
-    edges = [{**edge, **logs(0, 1), "data.val_fold": 1} for edge in space_edges(spec)]
-    assert builder.verify(edges)
+    assert builder.verify(space_edges(spec), {**logs(0, 1), "data.val_fold": 1})
     values = {
         "model.lr": 0.0123,
         "model.net.init_args.hidden_sizes": [64],

@@ -158,23 +158,6 @@ def space_edges(spec: SweepSpec) -> list[dict[str, Any]]:
     ]
 
 
-def check_space_values(
-    spec: SweepSpec, args: list[str], parse: Callable[[list[str]], ProjectCLI]
-) -> None:
-    """Parse the config at the edges of the space (all lows, all highs, every categorical
-    choice): a type or range the option refuses is refused now, naming the space key."""
-    for values in space_edges(spec):
-        try:
-            parse([*args, *spec.as_args(values)])
-        except SystemExit as exit:  # the option parser refused a value (it printed why)
-            raise SpaceError(
-                f"the option parser refused one of the space's values {values} (see above): "
-                "fix the distribution's bounds or choices"
-            ) from exit
-        except ValueError as error:  # our range checks (OptionError, ...)
-            raise SpaceError(f"the space reaches a value that is refused: {error}") from None
-
-
 def check_metric(cli: ProjectCLI, metric: str) -> None:
     """The metric must be one the module logs in validation, where the pruner reads it:
     one validation batch, without logger or checkpoint, tells which are logged."""
@@ -237,7 +220,3 @@ def _parse(args: list[str], default_config: Path) -> ProjectCLI:
     from .cli import build_cli
 
     return build_cli(args, default_config, ParseOnlyCLI)
-
-
-def parse_only(default_config: Path) -> Callable[[list[str]], ProjectCLI]:
-    return lambda args: _parse(args, default_config)

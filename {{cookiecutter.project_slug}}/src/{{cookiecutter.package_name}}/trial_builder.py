@@ -9,6 +9,7 @@ as LightningCLI would after its parse. No library offers this (LightningCLI alwa
 That is only right where setting a value gives what parsing it would (a class name, say,
 is turned into a class_path by the parser): ``verify`` compares both for the space's edge
 values before the first trial, and any difference sends every trial through the full parse.
+The same parses refuse a space whose values the options refuse, before anything is written.
 """
 
 from __future__ import annotations
@@ -18,39 +19,58 @@ from pathlib import Path
 from typing import Any
 
 from .cli import ParseOnlyCLI, ProjectCLI, build_cli
-from .search_space import args_of
+from .search_space import SpaceError, args_of
+
+# What LightningCLI builds from its config, and caches (config_dump: the saved
+# hyper-parameters): a trial's copy of the parsed CLI builds its own.
+BUILT = ("config_dump", "config_init", "model", "datamodule", "trainer")
 
 
 class TrialBuilder:
     """``builder(values)``: the run of `python train.py BASE_ARGS --key=value ...`."""
 
-    def __init__(self, base_args: list[str], default_config: Path) -> None:
+    def __init__(
+        self, base_args: list[str], default_config: Path, parsed: ProjectCLI | None = None
+    ) -> None:
+        """``parsed``: the CLI of ``base_args`` where the caller has it, built or not (one
+        parse less); the builder keeps its config, not what it built."""
         self.base_args = base_args
         self.default_config = default_config
-        self.base = build_cli(base_args, default_config, ParseOnlyCLI)  # parsed, not built
+        parsed = parsed or build_cli(base_args, default_config, ParseOnlyCLI)
+        self.base = copy.copy(parsed)
+        for built in BUILT:
+            self.base.__dict__.pop(built, None)
         self.fast = True
 
-    def verify(self, value_sets: list[dict[str, Any]]) -> bool:
-        """Keep the fast path only if, for each of ``value_sets``, it yields the config that
-        parsing the same arguments yields; return whether it is kept."""
-        for values in value_sets:
-            try:
-                fast = self._dump(self._config(values))
-                parsed = build_cli(self._args(values), self.default_config, ParseOnlyCLI)
-                same = fast == self._dump(parsed.config)
-            except Exception:  # any failure of the shortcut: take the full parse
-                same = False
-            if not same:
-                self.fast = False
-                break
+    def verify(self, edges: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bool:
+        """Parse each of ``edges`` (with ``extra``, e.g. a trial's log folders): raise
+        SpaceError if the options refuse one; keep the fast path only if it yields the config
+        that parsing yields for all; return whether it is kept."""
+        for edge in edges:
+            values = {**edge, **(extra or {})}
+            parsed = self._parse(edge, values)
+            if self.fast:
+                try:
+                    self.fast = self._dump(self._config(values)) == self._dump(parsed.config)
+                except Exception:  # any failure of the shortcut: take the full parse
+                    self.fast = False
         return self.fast
+
+    def _parse(self, edge: dict[str, Any], values: dict[str, Any]) -> ProjectCLI:
+        try:
+            return build_cli(self._args(values), self.default_config, ParseOnlyCLI)
+        except SystemExit as exit:  # the option parser refused a value (it printed why)
+            raise SpaceError(
+                f"the option parser refused one of the space's values {edge} (see above): "
+                "fix the distribution's bounds or choices"
+            ) from exit
+        except ValueError as error:  # our range checks (OptionError, ...)
+            raise SpaceError(f"the space reaches a value that is refused: {error}") from None
 
     def __call__(self, values: dict[str, Any]) -> ProjectCLI:
         if not self.fast:
             return build_cli(self._args(values), self.default_config)
         cli = copy.copy(self.base)
-        for built in ("config_dump", "config_init", "model", "datamodule", "trainer"):
-            cli.__dict__.pop(built, None)  # LightningCLI caches config_dump: the base's values
         cli.config = self._config(values)
         cli.args = self._args(values)
         # What LightningCLI.__init__ does after its parse. The instantiators are bound to the
