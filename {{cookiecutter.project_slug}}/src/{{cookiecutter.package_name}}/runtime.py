@@ -87,6 +87,10 @@ def quiet_known_noise() -> None:
     # Lightning suggests more loader workers on machines with over 2 cores; the default data
     # are in-memory tensors, for which workers are slower (see data.default_num_workers).
     warnings.filterwarnings("ignore", message=r".*does not have many workers", category=UserWarning)
+    # A small dataset (fewer batches an epoch than log_every_n_steps) loses no logs: Lightning
+    # counts the logging interval over all steps, not per epoch, and the epoch metrics are
+    # logged per epoch.
+    warnings.filterwarnings("ignore", message=r".*is smaller than the logging interval")
     # Adverts for Lightning's cloud services, printed by every Trainer() through rank_zero_info,
     # a note on our own call to trainer.estimated_stepping_batches (the LR schedule), the
     # rote "GPU/TPU available" lines (describe_run says what runs instead), and the note that
