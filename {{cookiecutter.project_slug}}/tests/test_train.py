@@ -1,5 +1,7 @@
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ from {{ cookiecutter.package_name }}.module import LitClassifier
 
 from .conftest import Run, build, run_training, run_until_exit
 from .networks import KINDS, net_args
+from .subprocesses import TRAIN, script_env
 
 
 @pytest.mark.slow
@@ -25,6 +28,31 @@ def test_fast_dev_run_smoke(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     assert first.startswith("training MLPClassifier (85,002 parameters) on the built-in digits")
     assert "samples of shape (1, 8, 8), 10 classes; cpu, 1 process x " in first
     assert not [r for r in caplog.records if "TPU available" in r.getMessage()]
+
+
+@pytest.mark.slow
+def test_help_lists_the_options_without_importing_what_only_a_run_uses(tmp_path: Path) -> None:
+    """`python train.py --help` pays for Lightning and the parser, not for scikit-learn,
+    ONNX, W&B or Optuna: each is imported where it is used."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(TRAIN), "--help"],
+        cwd=tmp_path,
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--trainer.max_epochs" in result.stdout and "--data.path" in result.stdout
+    # -X importtime: "import time: self | cumulative | package.module" for every import.
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "lightning" in imported
+    assert not imported & {"sklearn", "onnx", "onnxruntime", "onnxscript", "wandb", "optuna"}
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.model_selection import train_test_split
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from .data_files import DataError, DataSource, read_data
@@ -43,6 +42,9 @@ def split_indices(
             f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each "
             "be in (0, 1) and sum to less than 1, e.g. 0.15 and 0.15."
         )
+    # Imported here: scikit-learn costs ~0.1 s of start-up that `train.py --help` need not pay.
+    from sklearn.model_selection import train_test_split
+
     indices = np.arange(len(labels))
     try:
         rest, test = train_test_split(
