@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,3 +147,63 @@ def restore_torch_flags(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     deterministic = torch.are_deterministic_algorithms_enabled()
     yield
     torch.use_deterministic_algorithms(deterministic)
+
+
+# The ddp-cpu run that several tests read: 2 processes under Lightning's launcher, the
+# reproducible preset (the DDP resume test compares weights with it), one export format
+# (rank zero alone exports: one proves it; every format is tested elsewhere).
+DDP_RUN_ARGS = (
+    *("--config", str(CONFIGS / "ddp-cpu.yaml"), "--config", str(CONFIGS / "reproducible.yaml")),
+    *("--trainer.max_epochs", "2", "--export.formats", "[torchscript]"),
+)
+# Each rank writes its facts to probe/rank-N.json (tests/probes.py).
+RANK_PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out_dir", "probe")
+
+
+@dataclass
+class DDPRun:
+    folder: Path
+    result: subprocess.CompletedProcess
+
+
+@dataclass
+class DDPRuns:
+    complete: DDPRun  # run to the end, each rank's facts in probe/ (tests.probes.RankProbe)
+    stopped: DDPRun  # SIGTERM to rank 0 alone after DDP_STOP_AFTER_STEP (DDP resume test)
+
+
+DDP_STOP_AFTER_STEP = 15  # 2 processes: epochs of 10 steps each
+
+
+@pytest.fixture(scope="session")
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> DDPRuns:
+    """`python train.py` on the ddp-cpu preset for real (processes, Lightning's launcher):
+    one run to the end and one stopped by SIGTERM, started together. A DDP job spends much
+    of its time starting its processes one after the other; two jobs overlap that (a third,
+    torchrun's, no longer gained: the two cores are busy)."""
+    from .subprocesses import script_env, train_command
+
+    stop = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
+    stop += ["SIGTERM", "--trainer.callbacks.step", str(DDP_STOP_AFTER_STEP)]
+    stop += ["--trainer.callbacks.rank", "0"]
+    stop += ["--trainer.callbacks+=tests.probes.StepAtStop", "--trainer.callbacks.out_dir", "probe"]
+    started = {}
+    for name, extra in (("complete", RANK_PROBE), ("stopped", tuple(stop))):
+        folder = tmp_path_factory.mktemp(f"ddp-{name}")
+        command = train_command(*DDP_RUN_ARGS, *extra)
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            env=script_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        started[name] = folder, command, process
+    runs = {}
+    for name, (folder, command, process) in started.items():
+        stdout, stderr = process.communicate(timeout=300)
+        result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+        runs[name] = DDPRun(folder, result)
+    return DDPRuns(**runs)

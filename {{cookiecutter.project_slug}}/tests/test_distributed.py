@@ -11,31 +11,31 @@ import pytest
 
 from {{ cookiecutter.package_name }}.runtime import available_cores
 
-from .subprocesses import preset, run_train
-
-PROBE = ("--trainer.callbacks+=tests.probes.RankProbe", "--trainer.callbacks.out_dir", "probe")
+from .conftest import DDP_RUN_ARGS, RANK_PROBE, DDPRuns
+from .subprocesses import run_train
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("torchrun", [False, True], ids=["lightning-launcher", "torchrun"])
-@pytest.mark.logger
+@pytest.mark.parametrize(
+    "torchrun",
+    [
+        # What reaches the logger is rank zero's under either launcher: one is enough for
+        # the other loggers' runs of the `logger` tests.
+        pytest.param(False, id="lightning-launcher", marks=pytest.mark.logger),
+        pytest.param(True, id="torchrun"),
+    ],
+)
 def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
-    tmp_path: Path, torchrun: bool
+    tmp_path: Path, torchrun: bool, ddp_runs: DDPRuns
 ) -> None:
-    result = run_train(
-        tmp_path,
-        "--config",
-        preset("ddp-cpu"),
-        "--trainer.max_epochs",
-        "2",
-        # Rank zero alone exports: one format proves it (every format is tested elsewhere).
-        *("--export.formats", "[torchscript]"),
-        *PROBE,
-        torchrun_processes=2 if torchrun else 0,
-    )
+    if torchrun:
+        folder = tmp_path
+        result = run_train(tmp_path, *DDP_RUN_ARGS, *RANK_PROBE, torchrun_processes=2)
+    else:  # the session's ddp-cpu run (the DDP resume test compares its weights with it)
+        folder, result = ddp_runs.complete.folder, ddp_runs.complete.result
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
 
-    ranks = [json.loads((tmp_path / "probe" / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    ranks = [json.loads((folder / "probe" / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert [r["global_rank"] for r in ranks] == [0, 1]
     for rank in ranks:
         assert (rank["world_size"], rank["backend"], rank["strategy"]) == (2, "gloo", "DDPStrategy")
@@ -65,8 +65,8 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
     assert [r["test_confusion_total"] for r in ranks] == [padded_test_size] * 2
 
     # Rank zero alone writes: one run folder, one summary, one "summary:" line.
-    assert len(list(tmp_path.glob("runs/**/checkpoints"))) == 1
-    summaries = list(tmp_path.glob("runs/**/summary.json"))
+    assert len(list(folder.glob("runs/**/checkpoints"))) == 1
+    summaries = list(folder.glob("runs/**/summary.json"))
     assert len(summaries) == 1
     assert result.stdout.count("summary: ") == 1
     for written in (
@@ -75,7 +75,7 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
         "curves.png",
         "confusion_matrix.png",
     ):
-        assert len(list(tmp_path.glob(f"runs/**/{written}"))) == 1, written
+        assert len(list(folder.glob(f"runs/**/{written}"))) == 1, written
     summary = json.loads(summaries[0].read_text())
     assert summary["epochs"] == 2
     # Each optimizer step consumes one batch per process: half the single-process steps.

@@ -19,7 +19,14 @@ import pytest
 from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
 from {{ cookiecutter.package_name }}.interruption import resume_command
 
-from .conftest import assert_same_weights, one_thread, run_training, run_until_exit
+from .conftest import (
+    DDP_STOP_AFTER_STEP,
+    DDPRuns,
+    assert_same_weights,
+    one_thread,
+    run_training,
+    run_until_exit,
+)
 from .subprocesses import preset, run_train, script_env, train_command
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
@@ -178,45 +185,26 @@ def test_a_run_stopped_mid_epoch_resumes_with_its_command_to_the_uninterrupted_w
     )
 
 
-DDP_STOP_AFTER_STEP = 15  # 2 processes: epochs of 10 steps each
-
-
 @pytest.mark.slow
 def test_a_ddp_run_stopped_on_one_process_resumes_to_the_uninterrupted_weights(
-    tmp_path: Path,
+    ddp_runs: DDPRuns,
 ) -> None:
     """ddp-cpu, 2 processes: a real SIGTERM to rank 0 alone at a known step (both stop at the
-    next), the resume by the printed command, and a run never stopped (started at once)."""
-    args = ["--config", preset("ddp-cpu"), "--config", preset("reproducible")]
-    args += ["--trainer.max_epochs", "2", "--export.formats", "[]"]
-    probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
-    probe += ["SIGTERM", "--trainer.callbacks.step", str(DDP_STOP_AFTER_STEP)]
-    probe += ["--trainer.callbacks.rank", "0", *STOPPED, "probe"]
-    runs = {}
-    for name, extra in (("stopped", probe), ("uninterrupted", [])):
-        (tmp_path / name).mkdir()
-        runs[name] = subprocess.Popen(
-            train_command(*args, *extra),
-            cwd=tmp_path / name,
-            env=script_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-    outputs = {name: process.communicate(timeout=300) for name, process in runs.items()}
-    assert runs["uninterrupted"].returncode == 0, outputs["uninterrupted"][1][-3000:]
-    assert runs["stopped"].returncode == 143, outputs["stopped"][1][-3000:]
+    next), the resume by the printed command, and the same run never stopped."""
+    folder, stopped = ddp_runs.stopped.folder, ddp_runs.stopped.result
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
     # SIGTERM reached the launching process alone (as `kill` does): both stopped there.
-    assert_stopped_with_resume(tmp_path / "stopped", *outputs["stopped"], "sigterm", ranks=2)
-    command = resume_line(outputs["stopped"][1])
-    saved = read_checkpoint(tmp_path / "stopped" / command[-1])
+    assert_stopped_with_resume(folder, stopped.stdout, stopped.stderr, "sigterm", ranks=2)
+    command = resume_line(stopped.stderr)
+    saved = read_checkpoint(folder / command[-1])
     assert (saved["epoch"], saved["global_step"]) == (1, DDP_STOP_AFTER_STEP + 1)
 
-    resumed = run_train(tmp_path / "stopped", *command[2:])
+    resumed = run_train(folder, *command[2:])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    (reference,) = (tmp_path / "uninterrupted").glob("runs/**/checkpoints/last.ckpt")
-    assert_same_weights(tmp_path / "stopped" / command[-1], reference)
+    complete = ddp_runs.complete
+    assert complete.result.returncode == 0, complete.result.stderr[-3000:]
+    (reference,) = complete.folder.glob("runs/**/checkpoints/last.ckpt")
+    assert_same_weights(folder / command[-1], reference)
 
 
 @pytest.mark.slow
