@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -232,27 +234,49 @@ def own_image_folder_with_the_cnn(project: Path) -> None:
     assert right >= 0.8 * len(sample), predict.stdout
 
 
-def test_callback_benchmark_still_runs() -> None:
-    """A smoke of the benchmark (never a timed assertion): it bakes, trains and reports."""
-    result = run([PYTHON, "benchmarks/callback_overhead.py", "--smoke"], cwd=TEMPLATE_DIR)
+SMOKES = {
+    "callback_overhead": r"\| all together \| \d+\.\d+% \(target",
+    "export_formats": r"\| 64-256-256-10 \| int8 \| \d+ \|",
+    "loop_overhead": r"\| default \| project \| [\d.]+ \|",
+    "runs": r"\| 2 processes \(configs/ddp-cpu.yaml\) \| 64 \| \d+ \|",
+    "ddp_plain": r"\| 64 \| 2 processes \(gloo\), DDP defaults \| \d+ \|",
+    "sweep_cost": r"\| trial / its training \(target <= 1.10\) \| [\d.]+ \|",
+}
+
+
+@pytest.fixture(scope="module")
+def benchmark_smokes() -> dict[str, subprocess.CompletedProcess]:
+    """Every benchmark's --smoke run (never a timed assertion: it bakes, runs, reports), all
+    started at once: each is mostly processes starting one after another, which overlap.
+    (DDP ports are free ones, picked by each run.)"""
+    started = {}
+    for script in SMOKES:
+        command = [PYTHON, f"benchmarks/{script}.py", "--smoke"]
+        started[script] = (
+            command,
+            subprocess.Popen(
+                command,
+                cwd=TEMPLATE_DIR,
+                env={**os.environ, "WANDB_MODE": "offline"},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            ),
+        )
+    results = {}
+    for script, (command, process) in started.items():
+        stdout, stderr = process.communicate(timeout=900)  # a bound on a hang, not a speed check
+        results[script] = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return results
+
+
+@pytest.mark.parametrize("script", list(SMOKES))
+def test_benchmark_still_runs(
+    benchmark_smokes: dict[str, subprocess.CompletedProcess], script: str
+) -> None:
+    result = benchmark_smokes[script]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"\| all together \| \d+\.\d+% \(target", result.stdout), result.stdout
-    assert "| without LastCheckpoint |" in result.stdout, result.stdout
-
-
-def test_export_benchmark_still_runs() -> None:
-    result = run([PYTHON, "benchmarks/export_formats.py", "--smoke"], cwd=TEMPLATE_DIR)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"\| 64-256-256-10 \| int8 \| \d+ \|", result.stdout), result.stdout
-
-
-def test_loop_and_run_benchmarks_still_run() -> None:
-    for script, expected in (
-        ("benchmarks/loop_overhead.py", r"\| default \| project \| [\d.]+ \|"),
-        ("benchmarks/runs.py", r"\| 2 processes \(configs/ddp-cpu.yaml\) \| 64 \| \d+ \|"),
-        ("benchmarks/ddp_plain.py", r"\| 64 \| 2 processes \(gloo\), DDP defaults \| \d+ \|"),
-        ("benchmarks/sweep_cost.py", r"\| trial / its training \(target <= 1.10\) \| [\d.]+ \|"),
-    ):
-        result = run([PYTHON, script, "--smoke"], cwd=TEMPLATE_DIR)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        assert re.search(expected, result.stdout), result.stdout
+    assert re.search(SMOKES[script], result.stdout), result.stdout
+    if script == "callback_overhead":
+        assert "| without LastCheckpoint |" in result.stdout, result.stdout
