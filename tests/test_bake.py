@@ -26,6 +26,7 @@ LEFTOVER_JINJA = re.compile(r"\{\{\s*cookiecutter|\{%|%\}|\{#")
 def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -> set[str]:
     files = {
         ".gitignore",
+        ".pre-commit-config.yaml",
         "README.md",
         "pyproject.toml",
         "train.py",

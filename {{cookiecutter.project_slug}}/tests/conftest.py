@@ -11,6 +11,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,12 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # Never reach for the network from tests: wandb (if chosen) logs to local files.
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def fake_trainer(**facts: Any) -> Any:
+    """A stand-in for a Trainer in unit tests: only the attributes the code under test reads
+    (typed Any, as it is no Trainer)."""
+    return SimpleNamespace(**facts)
 
 
 @dataclass

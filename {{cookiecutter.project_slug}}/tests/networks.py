@@ -8,6 +8,7 @@ export, predict and resume must all work with it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,7 +17,7 @@ from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
 
 KINDS = ["mlp", "cnn", "user"]
 # As `--model.net ...` takes them: a class path and init_args.
-CLASS_PATHS = {
+CLASS_PATHS: dict[str, tuple[str, dict[str, Any]]] = {
     "mlp": ("{{ cookiecutter.package_name }}.model.MLPClassifier", {"hidden_sizes": [32]}),
     "cnn": ("{{ cookiecutter.package_name }}.model.ConvClassifier", {"channels": [8, 16]}),
     "user": ("tests.networks.TinyUserNet", {"width": 16}),

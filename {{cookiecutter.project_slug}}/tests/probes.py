@@ -16,6 +16,11 @@ import lightning as L
 import torch
 
 
+def datamodule(trainer: L.Trainer) -> Any:
+    """The run's data module (Lightning sets trainer.datamodule when fit starts)."""
+    return trainer.datamodule  # type: ignore[attr-defined]
+
+
 class RankProbe(L.Callback):
     """Each rank writes ``rank-<N>.json``: its place in the world, CPU threads, distributed
     backend, the dataset indices its training sampler yields in every epoch, the epoch
@@ -34,12 +39,14 @@ class RankProbe(L.Callback):
             threads=torch.get_num_threads(),
             backend=torch.distributed.get_backend() if distributed else None,
             strategy=type(trainer.strategy).__name__,
-            train_size=len(trainer.datamodule.train_set),
+            train_size=len(datamodule(trainer).train_set),
         )
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Lightning has already called sampler.set_epoch(epoch): this is the epoch's order.
-        sampler = trainer.train_dataloader.sampler
+        loader = trainer.train_dataloader
+        assert loader is not None
+        sampler = loader.sampler
         self.facts["sampler"] = type(sampler).__name__
         self.facts["indices"][trainer.current_epoch] = [int(i) for i in sampler]
 
@@ -52,7 +59,7 @@ class RankProbe(L.Callback):
         confusion = getattr(pl_module, "test_confusion", None)
         if confusion is not None:  # compute() is collective: every rank calls it
             self.facts["test_confusion_total"] = int(confusion.compute().sum())
-            self.facts["test_size"] = len(trainer.datamodule.test_set)
+            self.facts["test_size"] = len(datamodule(trainer).test_set)
         self._write(trainer)
 
     def _write(self, trainer: L.Trainer) -> None:
@@ -100,7 +107,8 @@ class SignalAtLastValidation(L.Callback):
     last training step, where training no longer stops for it."""
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking and trainer.current_epoch == trainer.max_epochs - 1:
+        last_epoch = (trainer.max_epochs or 0) - 1
+        if not trainer.sanity_checking and trainer.current_epoch == last_epoch:
             os.kill(os.getpid(), signal_module.SIGINT)
 
 

@@ -6,7 +6,7 @@ import csv
 import logging
 import random
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -31,7 +31,7 @@ from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.model import MLPClassifier
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
-from .conftest import Run
+from .conftest import Run, fake_trainer
 from .networks import KINDS, make_net
 
 
@@ -115,7 +115,7 @@ def test_same_seed_gives_bit_identical_weights(tmp_path: Path, workers: int) -> 
 @pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty")
 @pytest.mark.parametrize("kind", KINDS)
 def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path: Path, kind: str) -> None:
-    short = {"limit_train_batches": 5, "limit_val_batches": 2, "kind": kind}
+    short: dict[str, Any] = {"limit_train_batches": 5, "limit_val_batches": 2, "kind": kind}
     uninterrupted, _ = fit(tmp_path / "full", epochs=4, **short)
 
     fit(tmp_path / "part", epochs=4, extra_callbacks=(StopAfterEpoch(1),), **short)
@@ -274,7 +274,9 @@ class InfGradientAtStep(LitClassifier):
 
     def on_after_backward(self) -> None:
         if self.global_step == self.bad_step:
-            next(self.parameters()).grad.fill_(float("inf"))
+            grad = next(self.parameters()).grad
+            assert grad is not None
+            grad.fill_(float("inf"))
 
 
 def test_inf_gradients_stop_the_run_at_the_step_when_checked_every_step(tmp_path: Path) -> None:
@@ -359,7 +361,7 @@ def test_gradient_norms_and_memory_reach_the_logger(tmp_path: Path) -> None:
 
 def test_model_summary_lists_layers_not_metrics(capsys) -> None:
     module = LitClassifier(net=make_net("cnn"))
-    trainer = SimpleNamespace(strategy=None, is_global_zero=True)
+    trainer = fake_trainer(strategy=None, is_global_zero=True)
     summary = NetworkSummary(max_depth=2)._summary(trainer, module)
     assert summary.layer_names == ["model", "model.standardize", "model.net"]
     assert summary.total_parameters == sum(p.numel() for p in module.parameters())

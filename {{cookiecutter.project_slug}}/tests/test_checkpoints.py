@@ -83,8 +83,8 @@ def test_load_weights_reports_missing_and_unexpected_keys(
     same = MLPClassifier()
     load_weights(same, trained_run.summary["paths"]["best_checkpoint"])
     state = read_checkpoint(trained_run.summary["paths"]["best_checkpoint"])["state_dict"]
-    assert torch.equal(same.body[0].weight, state["model.net.body.0.weight"])
-    assert torch.equal(wider_head.body[0].weight, state["model.net.body.0.weight"])
+    assert torch.equal(same.state_dict()["body.0.weight"], state["model.net.body.0.weight"])
+    assert torch.equal(wider_head.state_dict()["body.0.weight"], state["model.net.body.0.weight"])
 
 
 @pytest.mark.slow

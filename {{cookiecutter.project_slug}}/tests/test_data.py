@@ -1,5 +1,3 @@
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
@@ -15,6 +13,8 @@ from {{ cookiecutter.package_name }}.data import (
 )
 from {{ cookiecutter.package_name }}.data_files import DataError, builtin_digits
 from {{ cookiecutter.package_name }}.runtime import available_cores
+
+from .conftest import fake_trainer
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +126,10 @@ def test_augmentation_touches_training_batches_only(datamodule: ClassificationDa
     batch = next(iter(datamodule.val_dataloader()))
     datamodule.shift_prob = 1.0
     try:
-        datamodule.trainer = SimpleNamespace(training=False)
+        datamodule.trainer = fake_trainer(training=False)
         x, _ = datamodule.on_after_batch_transfer(batch, 0)
         assert torch.equal(x, batch[0])
-        datamodule.trainer = SimpleNamespace(training=True)
+        datamodule.trainer = fake_trainer(training=True)
         x, _ = datamodule.on_after_batch_transfer(batch, 0)
         assert not torch.equal(x, batch[0])
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -183,7 +184,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _savez(path: Path, **arrays: np.ndarray) -> Path:
+def _savez(path: Path, **arrays: Any) -> Path:
     np.savez(path, **arrays)
     return path
 

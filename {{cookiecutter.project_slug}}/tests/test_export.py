@@ -85,6 +85,7 @@ def test_export_model_verifies_and_measures_every_format(model_and_data, tmp_pat
     for fmt, report in reports.items():
         assert report.latency_ms["batch_1"] > 0 and report.latency_ms["batch_256"] > 0
         if fmt != "eager":
+            assert report.path is not None
             assert Path(report.path).stat().st_size == report.size_bytes
     assert reports["eager"].accuracy == 1.0
     assert reports["int8"].accuracy >= 1.0 - INT8_MAX_ACCURACY_DROP

@@ -30,6 +30,8 @@ from .conftest import (
 from .subprocesses import preset, run_train, script_env, train_command
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
+# A stopped run: its folder, exit code, stdout and stderr.
+Stopped = tuple[Path, int | str | None, str, str]
 EXIT_CODES = {"ctrl-c": 130, "sigterm": 143}
 REASONS = {"ctrl-c": "stopped by Ctrl-C", "sigterm": "stopped by SIGTERM"}
 STARTED = ("--trainer.callbacks+=tests.probes.TrainingStarted", "--trainer.callbacks.out_dir")
@@ -60,7 +62,9 @@ def restore_signal_handlers() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, str, str]]:
+def interrupted(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Stopped]:
     """Each run stopped by its signal once a training step has run:
     - ddp-ctrl-c: a real ddp-cpu job (two processes) in its own process group, Ctrl-C to
       every process of it, as a terminal sends it;
@@ -104,7 +108,7 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pat
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["ctrl-c", "sigterm", "ddp-ctrl-c"])
 def test_an_interrupted_run_saves_last_ckpt_and_prints_how_to_resume(
-    interrupted: dict[str, tuple[Path, int, str, str]], name: str
+    interrupted: dict[str, Stopped], name: str
 ) -> None:
     folder, returncode, stdout, stderr = interrupted[name]
     kind = name.removeprefix("ddp-")

@@ -8,6 +8,7 @@ from torchmetrics.utilities.data import dim_zero_sum
 
 from {{ cookiecutter.package_name }}.module import LitClassifier, all_reduce_sum, check_batch
 
+from .conftest import fake_trainer
 from .networks import KINDS, make_net
 
 
@@ -21,9 +22,11 @@ def test_hyperparameters_are_plain_values_whatever_the_network(kind: str) -> Non
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(kind: str) -> None:
+def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = LitClassifier(net=make_net(kind), input_shape=(1, 8, 8), num_classes=10)
-    module.log = lambda *args, **kwargs: None  # no Trainer here
+    monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)  # no Trainer here
     x, y = torch.rand(6, 1, 8, 8) * 16, torch.arange(6)
     loss = module.training_step((x, y), 1)
     loss.backward()
@@ -39,14 +42,14 @@ def test_class_prior_bias_can_be_turned_off() -> None:
     )
     for enabled, expected in ((True, torch.full((10,), 0.1).log()), (False, torch.zeros(10))):
         module = LitClassifier(class_prior_bias=enabled)
-        module.trainer = SimpleNamespace(datamodule=datamodule)
+        module.trainer = fake_trainer(datamodule=datamodule)
         module.setup("fit")
         torch.testing.assert_close(module.model.log_prior, expected)
 
 
 def test_learning_rate_warms_up_then_decays_to_zero() -> None:
     module = LitClassifier(lr=1e-2, warmup_fraction=0.1)
-    module.trainer = SimpleNamespace(estimated_stepping_batches=100)
+    module.trainer = fake_trainer(estimated_stepping_batches=100)
     config = module.configure_optimizers()
     optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
     assert config["lr_scheduler"]["interval"] == "step"
@@ -64,7 +67,7 @@ def test_learning_rate_warms_up_then_decays_to_zero() -> None:
 
 def test_weight_decay_spares_biases_and_statistics() -> None:
     module = LitClassifier()
-    module.trainer = SimpleNamespace(estimated_stepping_batches=10)
+    module.trainer = fake_trainer(estimated_stepping_batches=10)
     decayed, spared = module.configure_optimizers()["optimizer"].param_groups
     assert decayed["weight_decay"] > 0 and spared["weight_decay"] == 0
     assert all(p.ndim == 2 for p in decayed["params"])

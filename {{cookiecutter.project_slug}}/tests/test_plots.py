@@ -20,6 +20,7 @@ def test_curves_are_drawn_from_the_history(tmp_path: Path) -> None:
         for e in range(5)
     ]
     path = write_curves(history, tmp_path / "curves.png")
+    assert path is not None
     with Image.open(path) as image:
         assert image.format == "PNG" and image.width > 500
     assert write_curves([], tmp_path / "none.png") is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import pytest
@@ -51,8 +52,9 @@ def test_cpu_preset_trains(tmp_path: Path) -> None:
 
 def test_bf16_mixed_preset_trains_in_bfloat16_on_the_cpu(tmp_path: Path) -> None:
     # bf16 is slow on CPUs without bf16 instructions: a few batches prove the path.
-    limits = ("--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2")
-    limits += ("--trainer.log_every_n_steps", "1")
+    limits: tuple[str, ...] = ("--trainer.limit_train_batches", "4")
+    limits = (*limits, "--trainer.limit_val_batches", "2")
+    limits = (*limits, "--trainer.log_every_n_steps", "1")
     trainer, observe = fit_preset(
         tmp_path, "bf16-mixed", "--trainer.accelerator", "cpu", "--trainer.max_epochs", "2", *limits
     )
@@ -92,7 +94,8 @@ def test_low_memory_preset_accumulates_and_recomputes(tmp_path: Path) -> None:
         *("--trainer.log_every_n_steps", "1"),
     )
     assert trainer.global_step == 2  # 8 batches of 16, one optimizer step per 4
-    assert trainer.lightning_module.model.net.activation_checkpointing
+    module: Any = trainer.lightning_module
+    assert module.model.net.activation_checkpointing
     assert torch.isfinite(trainer.callback_metrics["train/loss"])
 
 

@@ -164,11 +164,13 @@ def test_ties_of_the_metric_go_to_the_lower_validation_loss() -> None:
     add(study, 1.00, 0.30)
     add(study, 1.00, 0.20)  # the best: tied at 1.0, lower loss
     add(study, 1.00, 0.25)
-    assert best_trial(study).number == 2
+    best = best_trial(study)
+    assert best is not None and best.number == 2
     minimising = optuna.create_study(direction="minimize")
     add(minimising, 0.2, 0.2)
     add(minimising, 0.1, 0.9)
-    assert best_trial(minimising).number == 1
+    best = best_trial(minimising)
+    assert best is not None and best.number == 1
     assert best_trial(optuna.create_study()) is None
 
 

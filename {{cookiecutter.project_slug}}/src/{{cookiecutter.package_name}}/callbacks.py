@@ -12,7 +12,7 @@ import logging
 import os
 import random
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import lightning as L
 import numpy as np
@@ -42,7 +42,9 @@ class UnusedParameterError(RuntimeError):
 
 def collect_rng_states() -> dict[str, Any]:
     """Every global RNG state, as plain types and tensors (loadable with weights_only=True)."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
+    # The legacy (tuple) form, which get_state returns by default; typed as either form.
+    legacy = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
+    kind, keys, position, has_gauss, cached = legacy
     version, internal, gauss = random.getstate()
     states: dict[str, Any] = {
         # Tensors, not tuples of 625 ints: each pickled object costs time at every save.
@@ -156,10 +158,10 @@ class GradientMonitor(L.Callback):
         if not self._checked_unused:
             self._checked_unused = True
             self._report_unused(trainer, pl_module)
-        total = None
+        total: torch.Tensor | None = None
         if self.log_every_n_steps > 0 and trainer.global_step % self.log_every_n_steps == 0:
             norms = grad_norm(pl_module, norm_type=2)
-            total = norms.get("grad_2.0_norm_total", torch.tensor(0.0))
+            total = torch.as_tensor(norms.get("grad_2.0_norm_total", 0.0))
             _log_to_loggers(trainer, norms if self.per_layer else {"grad_2.0_norm_total": total})
         if not self.check_finite:
             return

@@ -66,7 +66,7 @@ class ConciseParser(LightningArgumentParser):
 
 
 class ProjectCLI(LightningCLI):
-    def add_arguments_to_parser(self, parser) -> None:
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # The network's input shape and class count follow the data, whatever data and
         # network are plugged in.
         for source, targets in LINKED_FROM_DATA.items():
@@ -88,7 +88,7 @@ class ProjectCLI(LightningCLI):
             "(ONNX needs the onnx extra), [] for none.",
         )
 
-    def parse_arguments(self, parser, args: Any) -> None:
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check what needs only the parsed config: before seeding, the Trainer,
         the logger or any run directory, so a bad preset or checkpoint path costs nothing.
         (A bad data file is found next, when the data module is built, still before training.)"""

@@ -133,8 +133,8 @@ class StopOnSignal(L.Callback):
     def _checkpoint_path(self, trainer: L.Trainer) -> Path:
         folder = None
         for callback in trainer.checkpoint_callbacks:
-            if getattr(callback, "dirpath", None):
-                folder = callback.dirpath
+            folder = getattr(callback, "dirpath", None)  # a ModelCheckpoint's
+            if folder:
                 break
         if folder is None:
             folder = Path(trainer.default_root_dir) / "checkpoints"

@@ -37,6 +37,9 @@ def stats_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
 class Standardize(nn.Module):
     """(x - mean) / std with the statistics kept as buffers, saved in every state_dict."""
 
+    mean: torch.Tensor  # buffers (register_buffer): declared for type checkers
+    std: torch.Tensor
+
     def __init__(self, input_shape: Sequence[int]) -> None:
         super().__init__()
         self.register_buffer("mean", torch.zeros(stats_shape(input_shape)))
@@ -59,6 +62,8 @@ class Classifier(nn.Module):
     The prior bias is a buffer (log of the training-split class frequencies, zero when off):
     the first loss is the label entropy instead of noise, whatever the network's last layer.
     """
+
+    log_prior: torch.Tensor  # a buffer (register_buffer): declared for type checkers
 
     def __init__(self, net: nn.Module, input_shape: Sequence[int], num_classes: int) -> None:
         super().__init__()
@@ -184,17 +189,15 @@ class ConvClassifier(nn.Module):
             blocks.append(nn.Sequential(*layers))
             width = out
         self.blocks = nn.ModuleList(blocks)
+        last = nn.Linear(width * pool_size**2, num_classes)
         self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(pool_size),
-            nn.Flatten(),
-            nn.Dropout(dropout),
-            nn.Linear(width * pool_size**2, num_classes),
+            nn.AdaptiveAvgPool2d(pool_size), nn.Flatten(), nn.Dropout(dropout), last
         )
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
-        nn.init.normal_(self.head[-1].weight, std=1e-3)
-        nn.init.zeros_(self.head[-1].bias)
+        nn.init.normal_(last.weight, std=1e-3)
+        nn.init.zeros_(last.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x  # (B, C, H, W)

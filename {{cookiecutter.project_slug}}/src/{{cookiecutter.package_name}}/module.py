@@ -66,16 +66,18 @@ class LitClassifier(L.LightningModule):
         # Lets Lightning's model summary show input/output shapes and FLOPs.
         self.example_input_array = torch.zeros(2, *input_shape)
         # Every metric state here is a sum, so DDP processes sync it with one all_reduce.
-        summed = {"dist_sync_fn": all_reduce_sum}
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
-        self.val_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
-        self.test_acc = MulticlassAccuracy(num_classes, average="micro", **summed)
+        summed = all_reduce_sum
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
         # Sample-weighted mean loss per epoch. (Not nan_strategy="disable": torchmetrics 1.9
         # then ignores the weights; a NaN loss is dropped with a warning, and in training
         # GradientMonitor stops the run at that step.)
-        self.train_loss, self.val_loss, self.test_loss = (MeanMetric(**summed) for _ in range(3))
+        self.train_loss, self.val_loss, self.test_loss = (
+            MeanMetric(dist_sync_fn=summed) for _ in range(3)
+        )
         # Read after trainer.test for confusion_matrix.png (compute() syncs across DDP ranks).
-        self.test_confusion = MulticlassConfusionMatrix(num_classes, **summed)
+        self.test_confusion = MulticlassConfusionMatrix(num_classes, dist_sync_fn=summed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -101,14 +103,14 @@ class LitClassifier(L.LightningModule):
         no_decay = [p for p in self.parameters() if p.ndim < 2]
         optimizer = torch.optim.AdamW(
             [
-                {"params": decay, "weight_decay": self.hparams.weight_decay},
+                {"params": decay, "weight_decay": self.hparams["weight_decay"]},
                 {"params": no_decay, "weight_decay": 0.0},
             ],
-            lr=self.hparams.lr,
+            lr=self.hparams["lr"],
             fused=fused_kernels_apply(self.parameters()),
         )
         total = max(2, int(self.trainer.estimated_stepping_batches))
-        warmup = min(total - 1, max(1, round(self.hparams.warmup_fraction * total)))
+        warmup = min(total - 1, max(1, round(self.hparams["warmup_fraction"] * total)))
         scheduler = SequentialLR(
             optimizer,
             [
@@ -126,10 +128,10 @@ class LitClassifier(L.LightningModule):
         """Fit starts from the data: training-split input statistics and class priors.
 
         (On a resume the checkpoint's values replace these right after.)"""
-        datamodule = getattr(self.trainer, "datamodule", None)
+        datamodule: Any = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and hasattr(datamodule, "input_stats"):
             self.model.standardize.set_stats(*datamodule.input_stats())
-            if self.hparams.class_prior_bias:
+            if self.hparams["class_prior_bias"]:
                 self.model.set_class_priors(datamodule.class_priors())
 
     def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
@@ -137,7 +139,7 @@ class LitClassifier(L.LightningModule):
         if batch_idx == 0:
             check_batch(x, y)
         logits = self(x)
-        smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
+        smoothing = self.hparams["label_smoothing"] if stage == "train" else 0.0
         loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
         # .update, not a forward call: no per-batch value is computed that nobody reads.
         accuracy, mean_loss = getattr(self, f"{stage}_acc"), getattr(self, f"{stage}_loss")

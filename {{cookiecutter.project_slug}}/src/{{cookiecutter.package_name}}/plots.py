@@ -52,7 +52,8 @@ def write_plots(
 ) -> dict[str, str]:
     """Both plots into the run directory (rank zero only); returns {name: path}."""
     directory = run_dir(trainer)
-    history = next((c.history for c in trainer.callbacks if isinstance(c, MetricHistory)), [])
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning at init
+    history = next((c.history for c in callbacks if isinstance(c, MetricHistory)), [])
     written = {
         "curves": write_curves(history, directory / "curves.png"),
         "confusion_matrix": (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from .plots import write_plots
 from .summary import build_summary, format_summary, predict_inputs, run_dir, write_summary
 
 
-def finish(cli: Any, tested: dict[str, float], confusion: torch.Tensor, start: float) -> Path:
+def finish(cli: Any, tested: Mapping[str, float], confusion: torch.Tensor, start: float) -> Path:
     """Export the best checkpoint (verified), draw the plots, write and print the summary."""
     trainer, data = cli.trainer, cli.datamodule
     best = getattr(trainer.checkpoint_callback, "best_model_path", "")

@@ -63,7 +63,8 @@ class ResumableDataLoader(DataLoader):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resume_from = state_dict
 
-    def __iter__(self) -> Iterator[Any]:
+    # A generator around DataLoader's own iterator (Lightning takes any iterator).
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         resume, self._resume_from = self._resume_from, None
         if resume is None or resume.get("first_random_state") is None:
             self._iter_random_state = self._random_state()

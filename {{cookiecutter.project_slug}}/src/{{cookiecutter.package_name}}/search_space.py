@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import yaml
@@ -59,13 +59,15 @@ class Distribution:
     choices: tuple[Any, ...] = ()
 
     def suggest(self, trial: optuna.Trial) -> Any:
+        if self.kind == "categorical":
+            choices = [to_param(c) for c in self.choices]
+            return from_param(trial.suggest_categorical(self.key, choices))
+        assert self.low is not None and self.high is not None, "load_spec checks both"
         if self.kind == "float":
             return trial.suggest_float(self.key, self.low, self.high, log=self.log, step=self.step)
-        if self.kind == "int":
-            return trial.suggest_int(
-                self.key, self.low, self.high, log=self.log, step=self.step or 1
-            )
-        return from_param(trial.suggest_categorical(self.key, [to_param(c) for c in self.choices]))
+        return trial.suggest_int(
+            self.key, int(self.low), int(self.high), log=self.log, step=int(self.step or 1)
+        )
 
     def extremes(self) -> list[Any]:
         """The values at the edges of the distribution: if these parse and pass the range
@@ -78,7 +80,7 @@ class SweepSpec:
     """What configs/sweep.yaml says: what to optimise, how to prune, over which space."""
 
     metric: str = "val/acc"
-    direction: str = "maximize"
+    direction: Literal["maximize", "minimize"] = "maximize"
     pruner: str = "median"
     startup_trials: int = 3
     warmup_epochs: int = 3
@@ -150,7 +152,8 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(metric, str) or not metric:
         raise SpaceError(f"{path}: metric {metric!r}: must be a logged metric name, e.g. val/acc")
     space = tuple(_distribution(path, key, value) for key, value in raw["space"].items())
-    return SweepSpec(metric, direction, kind, startup, warmup, space)
+    maximize = direction == "maximize"
+    return SweepSpec(metric, "maximize" if maximize else "minimize", kind, startup, warmup, space)
 
 
 def _distribution(path: Path, key: Any, value: Any) -> Distribution:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,16 @@ def package_versions() -> dict[str, str]:
 def run_dir(trainer: L.Trainer) -> Path:
     """The folder that holds this run's checkpoints/ (and, for file loggers, its logs)."""
     checkpoint = trainer.checkpoint_callback
-    if checkpoint is not None and getattr(checkpoint, "dirpath", None):
-        return Path(checkpoint.dirpath).parent.resolve()
+    dirpath = getattr(checkpoint, "dirpath", None)  # a ModelCheckpoint's
+    if dirpath:
+        return Path(dirpath).parent.resolve()
     return Path(_log_dir(trainer) or trainer.default_root_dir).resolve()
 
 
 def build_summary(
     trainer: L.Trainer,
     seed: int | None,
-    test_metrics: dict[str, float],
+    test_metrics: Mapping[str, float],
     wall_time_s: float,
     exported: dict[str, Any] | None = None,
     plots: dict[str, str] | None = None,
@@ -55,17 +56,14 @@ def build_summary(
     checkpoint = trainer.checkpoint_callback
     best = getattr(checkpoint, "best_model_path", "") or None
     best_score = getattr(checkpoint, "best_model_score", None)
+    monitor = getattr(checkpoint, "monitor", None)
     return {
         "status": status,
         "reason": reason,
         "resume": resume,
         "metrics": {
             **{key: round(float(value), 6) for key, value in test_metrics.items()},
-            **(
-                {f"best/{checkpoint.monitor}": round(float(best_score), 6)}
-                if best_score is not None
-                else {}
-            ),
+            **({f"best/{monitor}": round(float(best_score), 6)} if best_score is not None else {}),
         },
         "baselines": baselines,
         "seed": seed,

@@ -11,7 +11,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -44,7 +44,12 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
     sign = -1 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1
     return min(
         complete,
-        key=lambda t: (sign * t.value, t.user_attrs.get(TIE_BREAK, math.inf), t.number),
+        # A complete trial has its value.
+        key=lambda t: (
+            sign * cast(float, t.value),
+            t.user_attrs.get(TIE_BREAK, math.inf),
+            t.number,
+        ),
     )
 
 

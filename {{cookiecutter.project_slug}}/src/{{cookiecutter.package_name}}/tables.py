@@ -41,7 +41,7 @@ def read_csv(path: Path, label_column: str | int | None = None) -> tuple[np.ndar
     if not data:
         raise TableError(f"{path} has a header row and no data rows.")
     features = np.empty((len(data), width - 1), dtype=np.float64)
-    labels = []
+    labels: list[str] = []
     for number, row in enumerate(data, start=2 if header else 1):
         if len(row) != width:
             raise TableError(f"{path} row {number} has {len(row)} cells, the first row {width}.")
