@@ -32,6 +32,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "train.py",
         "predict.py",
         "sweep.py",
+        "evaluate.py",
         "configs/default.yaml",
         "configs/sweep.yaml",
         *(
@@ -75,6 +76,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "resumable_loader",
                 "runtime",
                 "search_space",
+                "evaluation",
                 "summary",
                 "sweep_report",
                 "sweep_setup",
@@ -97,6 +99,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_data_files",
                 "networks",
                 "test_distributed",
+                "test_evaluate",
                 "test_export",
                 "test_fault_recovery",
                 "test_image_folders",

@@ -247,14 +247,17 @@ def write_metadata(
     class_names: Sequence[str],
     preprocessing: dict[str, Any],
     files: dict[str, str],
+    data: dict[str, Any] | None = None,
 ) -> Path:
-    """metadata.json: what any caller of the exported files needs to feed them."""
+    """metadata.json: what any caller of the exported files needs to feed them, and the
+    data settings of the run (evaluate.py evaluates on its test split)."""
     metadata = {
         "input_shape": list(input_shape),
         "class_names": list(class_names),
         "preprocessing": preprocessing,
         "files": files,
         "torch": torch.__version__,
+        "data": data,
     }
     path = out_dir / METADATA_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -236,6 +236,7 @@ def export_checkpoint(
         datamodule.class_names,
         datamodule.preprocessing,
         {fmt: artifacts.FORMATS[fmt].file_name for fmt in formats},
+        {k: v for k, v in datamodule.hparams.items() if not k.startswith("_")},
     )
     return {
         "report": str(report_path),
