@@ -75,6 +75,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "report",
                 "resumable_loader",
                 "runtime",
+                "logger_resume",
                 "search_space",
                 "evaluation",
                 "summary",

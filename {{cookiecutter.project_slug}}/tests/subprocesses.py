@@ -12,9 +12,12 @@ TRAIN = PROJECT / "train.py"
 
 
 def script_env(**extra: str) -> dict[str, str]:
-    """The package and tests/ importable without an install; loggers offline."""
+    """The package and tests/ importable without an install; loggers offline. Without this
+    process's W&B service (WANDB_SERVICE, set once a test here used wandb): a process started
+    from a terminal has its own, and a SIGKILLed run must not stay "in use" in ours."""
     path = os.pathsep.join([str(PROJECT / "src"), str(PROJECT), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "WANDB_MODE": "offline", **extra}
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    return {**env, "PYTHONPATH": path, "WANDB_MODE": "offline", **extra}
 
 
 def train_command(*args: str, torchrun_processes: int = 0) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import logging
 import shutil
 from pathlib import Path
@@ -105,6 +106,30 @@ def test_train_resumes_from_last_in_the_same_run_folder(tmp_path: Path, trained_
     # The best epoch so far was remembered: no second best-*.ckpt unless a better one came.
     best = sorted(p.name for p in (copied_run / "checkpoints").glob("best-*.ckpt"))
     assert len(best) == 1, best
+    # And it logged into the same logger run: no second version, the curves go on, no step
+    # twice (the first run's final test, at the step the resume starts from, is dropped).
+    assert [p.name for p in copied_run.parent.iterdir()] == [copied_run.name]
+    if any(copied_run.glob("events.out.tfevents.*")) or (copied_run / "metrics.csv").exists():
+        epochs = [epoch_steps(copied_run, name) for name in ("val/acc", "train/loss")]
+        assert epochs == [[20 * epoch + 19 for epoch in range(27)]] * 2
+    else:  # W&B, offline: the resumed process logged into the run id of the first one
+        (line,) = [line for line in run.stdout.splitlines() if line.startswith("logs: wandb")]
+        pattern = Path(line.removeprefix("logs: wandb sync "))
+        folders = sorted(pattern.parent.glob(pattern.name))
+        assert len(folders) == 2 and pattern.name.endswith(f"-{copied_run.name}"), folders
+
+
+def epoch_steps(run_dir: Path, name: str) -> list[int]:
+    """The steps at which the logger run in ``run_dir`` holds metric ``name``, as the
+    logger's own viewer shows them (TensorBoard's reader, or metrics.csv)."""
+    if any(run_dir.glob("events.out.tfevents.*")):
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(run_dir))
+        events.Reload()
+        return sorted(event.step for event in events.Scalars(name))
+    with (run_dir / "metrics.csv").open(newline="") as file:
+        return sorted(int(row["step"]) for row in csv.DictReader(file) if row[name])
 
 
 @pytest.mark.slow

@@ -173,8 +173,9 @@ def resolve_ckpt_path(value: str | None, root: Path) -> str | None:
     return value
 
 
-def check_resumable(ckpt_path: str, max_epochs: int | None) -> None:
-    """Refuse a resume that would train nothing: the checkpoint already has max_epochs."""
+def check_resumable(ckpt_path: str, max_epochs: int | None) -> int:
+    """Refuse a resume that would train nothing: the checkpoint already has max_epochs.
+    Returns the global step the checkpoint was saved at."""
     checkpoint = read_checkpoint(ckpt_path)
     progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {})
     # Epochs whose training ran to the end ("completed" counts them only once the epoch-end
@@ -191,6 +192,7 @@ def check_resumable(ckpt_path: str, max_epochs: int | None) -> None:
             f"trainer.max_epochs is {max_epochs}: nothing is left to train. Raise "
             f"--trainer.max_epochs above {completed} to train on."
         )
+    return int(checkpoint.get("global_step", 0))
 
 
 def check_same_model(ckpt_path: str, model: nn.Module) -> None:
@@ -216,7 +218,7 @@ def continue_in_checkpoint_dir(callbacks: list[Any], ckpt_path: Path) -> None:
     (Resumable)ModelCheckpoint without an explicit ``dirpath`` gets the resumed checkpoint's
     folder, so best/last tracking carries on in one place (Lightning otherwise derives a new
     folder from the logger's new version, warns "dirpath has changed" and forgets the best-k
-    bookkeeping). The logger still starts a new version: logs are never overwritten.
+    bookkeeping). The logger goes on in its own run too (logger_resume.py).
     Checkpoints from elsewhere (not in a ``checkpoints/`` folder) leave the config as is.
     """
     if ckpt_path.parent.name != "checkpoints":

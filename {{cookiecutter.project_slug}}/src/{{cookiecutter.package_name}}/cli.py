@@ -19,6 +19,7 @@ from .checkpoints import (
 from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
+from .logger_resume import continue_logger_run, restore_csv_rows
 from .module import LitClassifier
 from .network_check import NetworkError, check_network, check_network_output
 from .options import OptionError, check_options
@@ -103,9 +104,11 @@ class ProjectCLI(LightningCLI):
         check_network(self.config.model.net)
         ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
         self.config.ckpt_path = ckpt_path
+        self.csv_rows: list[dict[str, str]] | None = None
         if ckpt_path is not None:
-            check_resumable(ckpt_path, trainer.max_epochs)
+            step = check_resumable(ckpt_path, trainer.max_epochs)
             continue_in_checkpoint_dir(trainer.callbacks or [], Path(ckpt_path))
+            self.csv_rows = continue_logger_run(trainer.logger, Path(ckpt_path), step)
 
     def instantiate_classes(self) -> None:
         """Build model, data and Trainer, then try the network once on the data's shape."""
@@ -114,6 +117,8 @@ class ProjectCLI(LightningCLI):
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)
         if self.config.ckpt_path is not None:
             check_same_model(self.config.ckpt_path, self.model)
+        if self.csv_rows is not None:  # a CSV logger run resumed (even with no rows yet)
+            restore_csv_rows(self.trainer.loggers, self.csv_rows)
 
     def _accelerator_source(self) -> list[str]:
         """Where the accelerator came from: a command-line flag or the --config files."""

@@ -14,6 +14,7 @@ import torch
 from .baselines import compute_baselines
 from .export import export_checkpoint
 from .plots import write_plots
+from .runtime import end_wandb_run
 from .summary import build_summary, format_summary, predict_inputs, run_dir, write_summary
 
 
@@ -41,6 +42,7 @@ def finish(cli: Any, tested: Mapping[str, float], confusion: torch.Tensor, start
     path = write_summary(summary, run_dir(trainer))
     print(format_summary(summary))
     print(f"summary: {path}")
+    end_wandb_run(trainer.loggers)
     return path
 
 
@@ -74,4 +76,5 @@ def stop(
         if resume:
             print(f"resume: {resume}", file=sys.stderr)
         print(f"summary: {path}")
+    end_wandb_run(trainer.loggers)
     raise SystemExit(exit_code)

@@ -106,6 +106,16 @@ def quiet_known_noise() -> None:
         logging.getLogger(name).addFilter(noise)
 
 
+def end_wandb_run(loggers: Sequence[Any]) -> None:
+    """End the W&B run of a finished training. A process exits and ends it anyway; a caller
+    that trains again in the same process (a test, a notebook) would otherwise log the next
+    run into this one (Lightning's WandbLogger reuses a run in progress)."""
+    if any(type(logger).__name__ == "WandbLogger" for logger in loggers):
+        import wandb
+
+        wandb.finish()
+
+
 def keep_wandb_offline_safe(loggers: Sequence[Any], timeout_s: float = 2.0) -> str | None:
     """Make an online wandb logger fall back to offline instead of prompting or hanging.
 

@@ -109,7 +109,10 @@ def how_to_view_logs(trainer: L.Trainer) -> list[str]:
             hints.append(f"metrics per epoch: {Path(logger.log_dir).resolve() / 'metrics.csv'}")
         elif isinstance(logger, WandbLogger):
             run = logger.experiment
-            hints.append(f"wandb sync {run.sync_dir}" if run.offline else f"wandb: {run.url}")
+            # Offline, each process that logged to the run (a resumed run: several) has a
+            # folder named after the run id; `wandb sync` uploads them into the one run.
+            offline = Path(run.sync_dir).resolve().parent / f"offline-run-*-{run.id}"
+            hints.append(f"wandb sync {offline}" if run.offline else f"wandb: {run.url}")
     return hints
 
 
