@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import os
@@ -215,3 +216,32 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> DDPRuns:
         result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
         runs[name] = DDPRun(folder, result)
     return DDPRuns(**runs)
+
+
+def assert_one_logger_run(run_dir: Path, stdout: str, epochs: int, steps_per_epoch: int) -> None:
+    """The run in ``run_dir`` (resumed, perhaps more than once) is one logger run whose epoch
+    metrics go on without a gap or a repeat: TensorBoard as its reader shows it, metrics.csv;
+    for W&B (offline), every process's folder carries the run's id."""
+    assert [p.name for p in run_dir.parent.iterdir()] == [run_dir.name], "a second version"
+    if any(run_dir.glob("events.out.tfevents.*")) or (run_dir / "metrics.csv").exists():
+        expected = [steps_per_epoch * epoch + steps_per_epoch - 1 for epoch in range(epochs)]
+        for name in ("val/acc", "train/loss"):
+            assert epoch_steps(run_dir, name) == expected, name
+        return
+    (line,) = [line for line in stdout.splitlines() if line.startswith("logs: wandb sync ")]
+    pattern = Path(line.removeprefix("logs: wandb sync "))
+    assert pattern.name.endswith(f"-{run_dir.name}")  # the run id: the version folder's name
+    assert len(list(pattern.parent.glob(pattern.name))) >= 2  # the first process and the resume
+
+
+def epoch_steps(run_dir: Path, name: str) -> list[int]:
+    """The steps at which the logger run in ``run_dir`` holds metric ``name``, as the
+    logger's own viewer shows them (TensorBoard's reader, or metrics.csv)."""
+    if any(run_dir.glob("events.out.tfevents.*")):
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(run_dir))
+        events.Reload()
+        return sorted(event.step for event in events.Scalars(name))
+    with (run_dir / "metrics.csv").open(newline="") as file:
+        return sorted(int(row["step"]) for row in csv.DictReader(file) if row[name])

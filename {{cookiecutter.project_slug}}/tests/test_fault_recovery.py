@@ -14,7 +14,13 @@ import yaml
 
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
-from .conftest import assert_same_weights, one_thread, run_training, run_until_exit
+from .conftest import (
+    assert_one_logger_run,
+    assert_same_weights,
+    one_thread,
+    run_training,
+    run_until_exit,
+)
 from .subprocesses import preset, script_env, train_command
 
 EPOCHS = 10
@@ -112,6 +118,9 @@ def test_sigkilled_run_resumes_to_the_weights_of_an_uninterrupted_one(
     assert resumed.summary_path == last.parent.parent / "summary.json"
     assert resumed.summary["epochs"] == EPOCHS
     assert_same_weights(last, last_checkpoint(tmp_path / "uninterrupted"))
+    # One logger run, its steps going on from the checkpoint without a gap or a repeat (what
+    # the killed run logged after its last.ckpt is dropped).
+    assert_one_logger_run(last.parent.parent, resumed.stdout, EPOCHS, steps_per_epoch=20)
 
 
 @pytest.mark.slow
