@@ -291,6 +291,22 @@ def test_a_cross_validated_trial_is_the_mean_of_its_folds_and_fold_0_is_tested(
     assert "--folds 2): rerun with those" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.logger
+def test_each_trial_logs_a_run_of_its_own(tmp_path: Path) -> None:
+    """TensorBoard and CSV: a folder per trial; W&B: a run per trial (trials in one process
+    would otherwise share the first one: Lightning's WandbLogger reuses a run in progress)."""
+    folder, _ = run_sweep(tmp_path, "--trials", "2", *SHORT)
+    if (folder / "wandb").exists():
+        runs = {path.name.rsplit("-", 1)[-1] for path in (folder / "wandb").glob("offline-run-*")}
+        assert len(runs) == 2, runs
+    else:
+        assert sorted(path.name for path in (folder / "trials").iterdir()) == [
+            "trial-000",
+            "trial-001",
+        ]
+
+
 def sweep_error(folder: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """Run sweep.main expecting a refusal: exit code 2, one line, nothing written."""
     with pytest.raises(SystemExit) as exit:

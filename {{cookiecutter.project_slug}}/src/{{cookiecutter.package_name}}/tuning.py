@@ -33,6 +33,7 @@ from optuna_integration import PyTorchLightningPruningCallback
 from .callbacks import NonFiniteError, UnusedParameterError
 from .cli import STARTUP_ERRORS
 from .interruption import StopOnSignal, TrainingInterrupted, lightning_stop
+from .runtime import end_wandb_run
 from .search_space import SweepSpec
 from .summary import run_dir
 
@@ -291,41 +292,44 @@ class TrialRunner:
         except STARTUP_ERRORS as error:
             raise self._failed(trial, str(error)) from None
         trainer = cli.trainer
-        maximize = self.spec.direction == "maximize"
-        pruning = ReportingPruningCallback(trial, self.spec.metric, maximize, prune=fold == 0)
-        trainer.callbacks.append(pruning)
         try:
-            with stopped_by_lightning(trainer):
-                trainer.fit(cli.model, datamodule=cli.datamodule)
-        except TrainingInterrupted as interrupted:
-            raise SweepInterrupted(str(interrupted), interrupted.exit_code) from None
-        except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
-            where = f" (fold {fold})" if fold else ""
-            trial.set_user_attr("note", f"diverged{where}: {error}")
-            raise optuna.TrialPruned(f"diverged{where}: {error}") from None
-        except (UnusedParameterError, torch.OutOfMemoryError) as error:
-            raise self._failed(trial, str(error)) from None
-        # A Ctrl-C or SIGTERM after the last training step (in the final validation): the fit
-        # ended without acting on it, but the sweep stops here, the trial failed like any other.
-        for callback in trainer.callbacks:
-            missed = callback.missed_request() if isinstance(callback, StopOnSignal) else None
-            if missed:
-                raise SweepInterrupted(*missed)
-        if not pruning.epochs:
-            raise SweepError(
-                f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
-                "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
-            )
-        if fold == 0:
-            best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
-            with stopped_by_lightning(trainer):  # Ctrl-C while testing
-                tested = trainer.test(
-                    cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False
+            maximize = self.spec.direction == "maximize"
+            pruning = ReportingPruningCallback(trial, self.spec.metric, maximize, prune=fold == 0)
+            trainer.callbacks.append(pruning)
+            try:
+                with stopped_by_lightning(trainer):
+                    trainer.fit(cli.model, datamodule=cli.datamodule)
+            except TrainingInterrupted as interrupted:
+                raise SweepInterrupted(str(interrupted), interrupted.exit_code) from None
+            except NonFiniteError as error:  # settings that diverge: a bad trial, not a broken one
+                where = f" (fold {fold})" if fold else ""
+                trial.set_user_attr("note", f"diverged{where}: {error}")
+                raise optuna.TrialPruned(f"diverged{where}: {error}") from None
+            except (UnusedParameterError, torch.OutOfMemoryError) as error:
+                raise self._failed(trial, str(error)) from None
+            # A Ctrl-C or SIGTERM after the last training step (in the final validation): the fit
+            # ended without acting on it, but the sweep stops here, the trial failed like any other.
+            for callback in trainer.callbacks:
+                missed = callback.missed_request() if isinstance(callback, StopOnSignal) else None
+                if missed:
+                    raise SweepInterrupted(*missed)
+            if not pruning.epochs:
+                raise SweepError(
+                    f"no epoch of trial {trial.number} logged {self.spec.metric}: check "
+                    "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
                 )
-            for key, value in (tested[0] if tested else {}).items():
-                trial.set_user_attr(key, round(float(value), 6))
-            trial.set_user_attr("log_dir", str(run_dir(trainer)))
-        return pruning.best_epoch()
+            if fold == 0:
+                best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+                with stopped_by_lightning(trainer):  # Ctrl-C while testing
+                    tested = trainer.test(
+                        cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False
+                    )
+                for key, value in (tested[0] if tested else {}).items():
+                    trial.set_user_attr(key, round(float(value), 6))
+                trial.set_user_attr("log_dir", str(run_dir(trainer)))
+            return pruning.best_epoch()
+        finally:  # each trial its own W&B run (Lightning reuses a run in progress)
+            end_wandb_run(trainer.loggers)
 
     def _claim_slot(self, trial: optuna.Trial) -> None:
         """Run this trial only if fewer than ``target`` trials are finished or ahead of it
