@@ -70,32 +70,30 @@ def project(template_repo: Path, tmp_path: Path) -> Path:
     return project
 
 
-def release(template_repo: Path, path: str, old: str, new: str) -> str:
-    """Commit a change of the template (one line of one file); return the new commit."""
-    file = template_repo / path
+def commit_change(repo: Path, path: str, old: str, new: str, message: str) -> str:
+    """Replace the one occurrence of ``old`` in ``path`` and commit it: a template release
+    or a user's change. Returns the new commit."""
+    file = repo / path
     text = file.read_text()
     assert text.count(old) == 1, f"{old!r} not once in {path}"
     file.write_text(text.replace(old, new))
-    git(template_repo, "commit", "--quiet", "--all", "--message", "template v2")
-    return git(template_repo, "rev-parse", "HEAD").strip()
+    git(repo, "commit", "--quiet", "--all", "--message", message)
+    return git(repo, "rev-parse", "HEAD").strip()
 
 
-def commit_user_change(project: Path, path: str, old: str, new: str) -> None:
-    file = project / path
-    text = file.read_text()
-    assert text.count(old) == 1, f"{old!r} not once in {path}"
-    file.write_text(text.replace(old, new))
-    git(project, "commit", "--quiet", "--all", "--message", "my change")
+def release(template_repo: Path) -> str:
+    """Template v2: one line of the generated train.py changed."""
+    return commit_change(template_repo, TRAIN, TRAIN_DOC, TRAIN_DOC_V2, "template v2")
 
 
 def test_update_brings_the_template_change_and_keeps_the_users(
     template_repo: Path, project: Path
 ) -> None:
-    commit_user_change(project, "configs/default.yaml", "max_epochs: 60", "max_epochs: 30")
+    commit_change(project, "configs/default.yaml", "max_epochs: 60", "max_epochs: 30", "mine")
     (project / "mynet.py").write_text("# the user's own network\n")
     git(project, "add", "mynet.py")
     git(project, "commit", "--quiet", "--message", "my network")
-    v2 = release(template_repo, TRAIN, TRAIN_DOC, TRAIN_DOC_V2)
+    v2 = release(template_repo)
 
     check = cruft(project, "check")
     assert check.returncode != 0, "cruft check must say the project is behind"
@@ -117,8 +115,8 @@ def test_update_brings_the_template_change_and_keeps_the_users(
 def test_a_change_of_the_same_lines_is_left_as_a_marked_conflict(
     template_repo: Path, project: Path
 ) -> None:
-    commit_user_change(project, "train.py", TRAIN_DOC, '"""My own training script.')
-    release(template_repo, TRAIN, TRAIN_DOC, TRAIN_DOC_V2)
+    commit_change(project, "train.py", TRAIN_DOC, '"""My own training script.', "mine")
+    release(template_repo)
 
     updated = cruft(project, "update", "--skip-apply-ask")
     output = updated.stdout + updated.stderr
@@ -141,7 +139,7 @@ def test_a_project_baked_with_plain_cookiecutter_is_linked_then_updated(
     git(project, "init", "--quiet", "--initial-branch", "main")
     git(project, "add", "--all")
     git(project, "commit", "--quiet", "--message", "baked")
-    release(template_repo, TRAIN, TRAIN_DOC, TRAIN_DOC_V2)
+    release(template_repo)
 
     # The commit it was baked from (the template's history, or the date of the bake, tells).
     linked = cruft(project, "link", str(template_repo), "--no-input", "--checkout", v1)

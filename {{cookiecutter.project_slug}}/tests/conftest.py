@@ -190,7 +190,7 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> DDPRuns:
     one run to the end and one stopped by SIGTERM, started together. A DDP job spends much
     of its time starting its processes one after the other; two jobs overlap that (a third,
     torchrun's, no longer gained: the two cores are busy)."""
-    from .subprocesses import script_env, train_command
+    from .subprocesses import start_train
 
     stop = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
     stop += ["SIGTERM", "--trainer.callbacks.step", str(DDP_STOP_AFTER_STEP)]
@@ -199,17 +199,8 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> DDPRuns:
     started = {}
     for name, extra in (("complete", RANK_PROBE), ("stopped", tuple(stop))):
         folder = tmp_path_factory.mktemp(f"ddp-{name}")
-        command = train_command(*DDP_RUN_ARGS, *extra)
-        process = subprocess.Popen(
-            command,
-            cwd=folder,
-            env=script_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-        started[name] = folder, command, process
+        process = start_train(folder, *DDP_RUN_ARGS, *extra)
+        started[name] = folder, process.args, process
     runs = {}
     for name, (folder, command, process) in started.items():
         stdout, stderr = process.communicate(timeout=300)

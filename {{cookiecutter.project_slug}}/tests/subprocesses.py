@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
 TRAIN = PROJECT / "train.py"
@@ -26,6 +27,23 @@ def train_command(*args: str, torchrun_processes: int = 0) -> list[str]:
         launcher += ["-m", "torch.distributed.run", "--standalone"]
         launcher += [f"--nproc_per_node={torchrun_processes}"]
     return [*launcher, str(TRAIN), "--trainer.enable_progress_bar", "false", *args]
+
+
+def start_train(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen:
+    """Start `python train.py ARGS` in ``cwd``, its output piped; ``popen``: more of
+    subprocess.Popen's options (start_new_session, ...)."""
+    return subprocess.Popen(
+        train_command(*args),
+        cwd=cwd,
+        env=env or script_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        **popen,
+    )
 
 
 def run_train(cwd: Path, *args: str, torchrun_processes: int = 0, timeout: float = 300):

@@ -21,7 +21,7 @@ from .conftest import (
     run_training,
     run_until_exit,
 )
-from .subprocesses import preset, script_env, train_command
+from .subprocesses import preset, script_env, start_train
 
 EPOCHS = 10
 KILL_AFTER_EPOCH = 2  # 0-based: killed once last.ckpt holds at least 3 finished epochs
@@ -52,15 +52,7 @@ def run_args(folder: Path, *args: str) -> list[str]:
 def start(cwd: Path) -> subprocess.Popen:
     """The run to kill: a real process, one thread (as the in-process runs below)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        train_command(*run_args(cwd.parent)),
-        cwd=cwd,
-        env=script_env(OMP_NUM_THREADS="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    return start_train(cwd, *run_args(cwd.parent), env=script_env(OMP_NUM_THREADS="1"))
 
 
 def saved_epoch(path: Path) -> int | None:

@@ -9,7 +9,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from .conftest import (
     run_training,
     run_until_exit,
 )
-from .subprocesses import preset, run_train, script_env, train_command
+from .subprocesses import preset, run_train, start_train
 
 SIGNALS = {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}
 # A stopped run: its folder, exit code, stdout and stderr.
@@ -74,14 +73,9 @@ def interrupted(
     name -> (folder, exit code, stdout, stderr)."""
     common = ("--trainer.max_epochs", "1000", "--export.formats", "[]", *STOPPED, "probe")
     folder = tmp_path_factory.mktemp("ddp-ctrl-c")
-    ddp = subprocess.Popen(
-        train_command("--config", preset("ddp-cpu"), *common, *STARTED, "probe"),
-        cwd=folder,
-        env=script_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
+    ddp = start_train(
+        folder,
+        *("--config", preset("ddp-cpu"), *common, *STARTED, "probe"),
         start_new_session=True,  # its own process group, as a job in a terminal
     )
     results = {}
