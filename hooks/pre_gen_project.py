@@ -22,6 +22,7 @@ PROJECT_MODULES = frozenset(
         "lightning",
         "lightning_fabric",
         "matplotlib",
+        "mlflow",
         "numpy",
         "onnx",
         "onnxruntime",

@@ -15,7 +15,7 @@ from cookiecutter.main import cookiecutter
 from .conftest import DEFAULT_PACKAGE, PYTHON, TEMPLATE_DIR, project_files, run
 
 OPTIONS = {
-    "logger": ["tensorboard", "csv", "wandb"],
+    "logger": ["tensorboard", "csv", "wandb", "mlflow"],
     "license": ["MIT", "Apache-2.0", "BSD-3-Clause", "none"],
     "github_ci": ["yes", "no"],
     "python_version": ["3.11", "3.12", "3.13"],
@@ -176,14 +176,16 @@ def test_every_option_value_bakes_exactly_what_it_needs(bake, option: str, value
     dependencies = " ".join(pyproject["project"]["dependencies"])
     if option == "logger":
         logger_class = config["trainer"]["logger"]["class_path"].rsplit(".", 1)[-1]
-        assert (
-            logger_class
-            == {"tensorboard": "TensorBoardLogger", "csv": "CSVLogger", "wandb": "WandbLogger"}[
-                value
-            ]
-        )
-        assert ("tensorboard==" in dependencies) == (value == "tensorboard")
-        assert ("wandb==" in dependencies) == (value == "wandb")
+        classes = {
+            "tensorboard": "TensorBoardLogger",
+            "csv": "CSVLogger",
+            "wandb": "WandbLogger",
+            "mlflow": "MLFlowLogger",
+        }
+        assert logger_class == classes[value]
+        # Each logger's package only where it is chosen (CSV needs none).
+        for package in ("tensorboard", "wandb", "mlflow"):
+            assert (f"{package}==" in dependencies) == (value == package), package
     if option == "license":
         assert pyproject["project"].get("license") == (None if value == "none" else value)
         if value != "none":

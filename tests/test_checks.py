@@ -24,7 +24,7 @@ COMBINATIONS = {
         "python_version": "3.12",
     },
     "wandb-3.13": {"logger": "wandb", "license": "BSD-3-Clause", "python_version": "3.13"},
-    "no-license-no-ci": {"license": "none", "github_ci": "no"},
+    "mlflow-no-license-no-ci": {"logger": "mlflow", "license": "none", "github_ci": "no"},
 }
 CHECKS = [sys.executable, "-m", "pre_commit", "run", "--all-files", "--show-diff-on-failure"]
 

@@ -26,7 +26,7 @@ def test_template_code_is_ruff_clean() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("logger", ["tensorboard", "csv", "wandb"])
+@pytest.mark.parametrize("logger", ["tensorboard", "csv", "wandb", "mlflow"])
 def test_generated_test_suite_passes(bake, logger: str) -> None:
     """In full with the default logger; with the others, the tests marked `logger` (what
     reads run folders and log hints, and the wandb run): the rest does not depend on it."""
@@ -40,9 +40,10 @@ def test_generated_test_suite_passes(bake, logger: str) -> None:
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     assert re.search(r"\d+ passed", result.stdout)
     assert "failed" not in result.stdout.splitlines()[-1]
-    # The wandb project runs a real wandb run; the others skip it, and only it.
-    wandb_skipped = "no WandbLogger" in result.stdout
-    assert wandb_skipped == (logger != "wandb"), result.stdout[-3000:]
+    # The wandb and mlflow projects run their logger's own tests; the others skip them.
+    for name, logger_class in (("wandb", "WandbLogger"), ("mlflow", "MLFlowLogger")):
+        skipped = f"no {logger_class}" in result.stdout
+        assert skipped == (logger != name), result.stdout[-3000:]
 
 
 def test_install_and_default_run_as_a_user_would(bake) -> None:

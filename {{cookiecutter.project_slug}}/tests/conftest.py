@@ -211,13 +211,22 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> DDPRuns:
 
 def assert_one_logger_run(run_dir: Path, stdout: str, epochs: int, steps_per_epoch: int) -> None:
     """The run in ``run_dir`` (resumed, perhaps more than once) is one logger run whose epoch
-    metrics go on without a gap or a repeat: TensorBoard as its reader shows it, metrics.csv;
-    for W&B (offline), every process's folder carries the run's id."""
+    metrics go on without a gap or a repeat, as the logger's own reader shows them; for W&B
+    (offline), every process's folder carries the run's id."""
     assert [p.name for p in run_dir.parent.iterdir()] == [run_dir.name], "a second version"
-    if any(run_dir.glob("events.out.tfevents.*")) or (run_dir / "metrics.csv").exists():
-        expected = [steps_per_epoch * epoch + steps_per_epoch - 1 for epoch in range(epochs)]
-        for name in ("val/acc", "train/loss"):
-            assert epoch_steps(run_dir, name) == expected, name
+    expected = [steps_per_epoch * epoch + steps_per_epoch - 1 for epoch in range(epochs)]
+    client = mlflow_store_client(stdout)
+    if client is not None:
+        run = client.get_run(run_dir.name)  # Lightning's layout: <experiment id>/<run id>/
+        assert run.info.status == "FINISHED"
+        (only,) = client.search_runs([run.info.experiment_id])
+        assert only.info.run_id == run_dir.name, "a second run"
+    for name in ("val/acc", "train/loss"):
+        values = logged_values(run_dir, stdout, name)
+        if values is None:
+            break
+        assert sorted(values) == expected, name
+    else:
         return
     (line,) = [line for line in stdout.splitlines() if line.startswith("logs: wandb sync ")]
     pattern = Path(line.removeprefix("logs: wandb sync "))
@@ -225,14 +234,39 @@ def assert_one_logger_run(run_dir: Path, stdout: str, epochs: int, steps_per_epo
     assert len(list(pattern.parent.glob(pattern.name))) >= 2  # the first process and the resume
 
 
-def epoch_steps(run_dir: Path, name: str) -> list[int]:
-    """The steps at which the logger run in ``run_dir`` holds metric ``name``, as the
-    logger's own viewer shows them (TensorBoard's reader, or metrics.csv)."""
-    if any(run_dir.glob("events.out.tfevents.*")):
+MLFLOW_UI = "logs: mlflow ui --backend-store-uri "
+
+
+def mlflow_store_client(stdout: str) -> Any:
+    """MLflow's own client on the store that a run's `logs:` line names; None if it names
+    none (another logger: mlflow is installed only where the project chose it)."""
+    lines = [line for line in stdout.splitlines() if line.startswith(MLFLOW_UI)]
+    if not lines:
+        return None
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(lines[-1].removeprefix(MLFLOW_UI))
+
+
+def logged_values(run_dir: Path, stdout: str, name: str) -> dict[int, float] | None:
+    """Step -> value of metric ``name`` in the logger run of ``run_dir`` (a step logged twice
+    raises), as the logger's own reader shows it: TensorBoard's, metrics.csv, MLflow's client.
+    None for W&B, whose offline files only its servers read."""
+    client = mlflow_store_client(stdout)
+    if client is not None:
+        pairs = [(m.step, m.value) for m in client.get_metric_history(run_dir.name, name)]
+    elif any(run_dir.glob("events.out.tfevents.*")):
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
         events = EventAccumulator(str(run_dir))
         events.Reload()
-        return sorted(event.step for event in events.Scalars(name))
-    with (run_dir / "metrics.csv").open(newline="") as file:
-        return sorted(int(row["step"]) for row in csv.DictReader(file) if row[name])
+        pairs = [(event.step, event.value) for event in events.Scalars(name)]
+    elif (run_dir / "metrics.csv").exists():
+        with (run_dir / "metrics.csv").open(newline="") as file:
+            rows = csv.DictReader(file)
+            pairs = [(int(row["step"]), float(row[name])) for row in rows if row.get(name)]
+    else:
+        return None
+    values = dict(pairs)
+    assert len(values) == len(pairs), f"{name}: a step logged twice"
+    return values

@@ -295,9 +295,20 @@ def test_a_cross_validated_trial_is_the_mean_of_its_folds_and_fold_0_is_tested(
 @pytest.mark.logger
 def test_each_trial_logs_a_run_of_its_own(tmp_path: Path) -> None:
     """TensorBoard and CSV: a folder per trial; W&B: a run per trial (trials in one process
-    would otherwise share the first one: Lightning's WandbLogger reuses a run in progress)."""
+    would otherwise share the first one: Lightning's WandbLogger reuses a run in progress);
+    MLflow: a run per trial, named after it, in the sweep's own experiment."""
     folder, _ = run_sweep(tmp_path, "--trials", "2", *SHORT)
-    if (folder / "wandb").exists():
+    store = tmp_path / "runs" / "mlflow.db"
+    if store.exists():  # (mlflow is installed only where the project chose it)
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(f"sqlite:///{store}")
+        experiment = client.get_experiment_by_name(f"sweep-{folder.name}")
+        assert experiment is not None
+        trials = client.search_runs([experiment.experiment_id])
+        assert sorted(trial.info.run_name for trial in trials) == ["trial-000", "trial-001"]
+        assert all("val/acc" in trial.data.metrics for trial in trials)
+    elif (folder / "wandb").exists():
         runs = {path.name.rsplit("-", 1)[-1] for path in (folder / "wandb").glob("offline-run-*")}
         assert len(runs) == 2, runs
     else:

@@ -12,7 +12,7 @@ import predict
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
-from .conftest import Run, build, run_training, run_until_exit
+from .conftest import Run, build, logged_values, run_training, run_until_exit
 from .networks import KINDS, net_args
 from .subprocesses import TRAIN, script_env
 
@@ -74,6 +74,22 @@ def test_summary_json_records_the_run(trained_run: Run) -> None:
         assert summary["paths"][key], key
     assert trained_run.summary_path.parent.as_posix() == summary["paths"]["run_dir"]
     assert trained_run.stdout.rstrip().splitlines()[-1] == f"summary: {trained_run.summary_path}"
+
+
+@pytest.mark.slow
+@pytest.mark.logger
+def test_the_logger_run_holds_every_epoch_and_the_test_metrics(trained_run: Run) -> None:
+    """Read back with the logger's own reader (TensorBoard's, metrics.csv, MLflow's client)."""
+    run_dir = Path(trained_run.summary["paths"]["run_dir"])
+    assert (run_dir / "config.yaml").is_file(), "the run's exact config, beside its summary"
+    validation = logged_values(run_dir, trained_run.stdout, "val/acc")
+    if validation is None:
+        pytest.skip("W&B's offline run files are read by its servers only")
+    assert len(validation) == trained_run.summary["epochs"]
+    test = logged_values(run_dir, trained_run.stdout, "test/acc")
+    assert test is not None
+    (accuracy,) = test.values()
+    assert accuracy == pytest.approx(trained_run.summary["metrics"]["test/acc"])
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+import lightning as L
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
 from .artifacts import ExportFormatError, Format, check_formats
 from .checkpoints import (
@@ -19,10 +20,12 @@ from .checkpoints import (
 from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
-from .logger_resume import continue_logger_run, restore_csv_rows
+from .logger_resume import AfterBuild, continue_logger_run
+from .mlflow_store import absolute_stores
 from .module import LitClassifier
 from .network_check import NetworkError, check_network, check_network_output
 from .options import OptionError, check_options
+from .summary import run_dir
 
 # Bad input found while the CLI builds the run; train.py prints it as one line, exit code 2.
 STARTUP_ERRORS = (
@@ -66,6 +69,37 @@ class ConciseParser(LightningArgumentParser):
         self.exit(2)
 
 
+class RunConfig(SaveConfigCallback):
+    """Lightning's SaveConfigCallback, writing config.yaml into the run's own folder (beside
+    checkpoints/ and summary.json) whatever the logger.
+
+    Lightning writes it into ``trainer.log_dir``: for W&B that is runs/ itself, where each run
+    overwrote the last one's, and for MLflow with a database or server store there is none
+    (an AssertionError: Lightning issues #19441, #20184)."""
+
+    def __init__(
+        self,
+        parser: LightningArgumentParser,
+        config: Any,
+        config_filename: str = "config.yaml",
+        overwrite: bool = False,
+        multifile: bool = False,
+    ) -> None:
+        super().__init__(parser, config, config_filename, overwrite, multifile, False)
+
+    def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Nothing yet: this runs in setup, before the checkpoint callback names the folder."""
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.is_global_zero:
+            folder = run_dir(trainer)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / self.config_filename
+            self.parser.save(
+                self.config, str(path), skip_none=False, overwrite=True, multifile=self.multifile
+            )
+
+
 class ProjectCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # The network's input shape and class count follow the data, whatever data and
@@ -104,21 +138,22 @@ class ProjectCLI(LightningCLI):
         check_network(self.config.model.net)
         ckpt_path = resolve_ckpt_path(self.config.ckpt_path, Path(trainer.default_root_dir))
         self.config.ckpt_path = ckpt_path
-        self.csv_rows: list[dict[str, str]] | None = None
+        self.continue_logger_run: AfterBuild | None = None
         if ckpt_path is not None:
             step = check_resumable(ckpt_path, trainer.max_epochs)
             continue_in_checkpoint_dir(trainer.callbacks or [], Path(ckpt_path))
-            self.csv_rows = continue_logger_run(trainer.logger, Path(ckpt_path), step)
+            self.continue_logger_run = continue_logger_run(trainer.logger, Path(ckpt_path), step)
 
     def instantiate_classes(self) -> None:
         """Build model, data and Trainer, then try the network once on the data's shape."""
+        absolute_stores(self.config.trainer.logger)  # here: configs dumped unbuilt keep theirs
         super().instantiate_classes()
         data = self.datamodule
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)
         if self.config.ckpt_path is not None:
             check_same_model(self.config.ckpt_path, self.model)
-        if self.csv_rows is not None:  # a CSV logger run resumed (even with no rows yet)
-            restore_csv_rows(self.trainer.loggers, self.csv_rows)
+        if self.continue_logger_run is not None:
+            self.continue_logger_run(self.trainer.loggers)
 
     def _accelerator_source(self) -> list[str]:
         """Where the accelerator came from: a command-line flag or the --config files."""
@@ -153,6 +188,7 @@ def build_cli(
         args=args,
         run=False,
         parser_class=ConciseParser,
+        save_config_callback=RunConfig,
         seed_everything_default=42,
         parser_kwargs={"default_config_files": [str(default_config)]},
         # Inputs live in configs/, runs under runs/: overwriting a run's copy is safe.

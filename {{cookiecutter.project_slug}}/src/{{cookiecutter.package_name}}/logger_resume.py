@@ -1,5 +1,5 @@
 """A resumed run (`--ckpt_path`) logs into the logger run of the training it continues: the
-same TensorBoard or CSV version folder, the same W&B run. Its curves go on in one run.
+same TensorBoard or CSV version folder, the same W&B or MLflow run. Its curves go on in one run.
 
 Lightning's loggers start a new version unless told which one, so a resume would split its
 curves over two runs. Where the checkpoint lies in a logger's run folder (Lightning's layout,
@@ -12,7 +12,9 @@ events before S, and the resumed run logs from S on.)
 - CSV: Lightning's CSVLogger deletes an existing metrics.csv, so its rows up to the
   checkpoint's step are read first and put back (``restore_csv_rows``);
 - W&B: the run id is the version folder's name; Lightning's WandbLogger resumes it
-  (`resume="allow"`).
+  (`resume="allow"`);
+- MLflow: the run id is the version folder's name (<experiment id>/<run id>); the values
+  logged from the checkpoint's step on are deleted from its store (``mlflow_store``).
 A logger with its version set by hand, or a checkpoint from elsewhere, is left alone.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import csv
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +31,14 @@ from typing import Any
 DEFAULT_NAME = "lightning_logs"
 
 
-def continue_logger_run(logger: Any, ckpt_path: Path, step: int) -> list[dict[str, str]] | None:
+# Called with the Trainer's loggers once they are built, before anything is logged.
+AfterBuild = Callable[[list[Any]], None]
+
+
+def continue_logger_run(logger: Any, ckpt_path: Path, step: int) -> AfterBuild | None:
     """Point the parsed ``trainer.logger`` config at the run that wrote ``ckpt_path`` (saved
-    at global step ``step``). Returns the CSV rows to put back after the logger is built
-    (None for other loggers)."""
+    at global step ``step``). Returns what to do once the loggers are built (None: nothing):
+    called after the resume's last checks, so a refused resume changes no logs."""
     init_args = getattr(logger, "init_args", None)
     kind = str(getattr(logger, "class_path", "")).rsplit(".", 1)[-1]
     if init_args is None or ckpt_path.parent.name != "checkpoints":
@@ -46,13 +53,34 @@ def continue_logger_run(logger: Any, ckpt_path: Path, step: int) -> list[dict[st
         if kind == "TensorBoardLogger":
             init_args.purge_step = step
             return None
-        return _rows_before(run_dir / "metrics.csv", step)
+        rows = _rows_before(run_dir / "metrics.csv", step)
+        return lambda loggers: restore_csv_rows(loggers, rows)
     if kind == "WandbLogger":
         project = init_args.get("project") or DEFAULT_NAME
         ids = (init_args.get("id"), init_args.get("version"))
         if ids == (None, None) and _same(run_dir.parent, save_dir, project):
             init_args.id = run_dir.name
+    if kind == "MLFlowLogger" and init_args.get("run_id") is None:
+        return _continue_mlflow_run(init_args, run_dir, step)
     return None
+
+
+def _continue_mlflow_run(init_args: Any, run_dir: Path, step: int) -> AfterBuild | None:
+    """Lightning puts an MLflow run's checkpoints in <root>/<experiment id>/<run id>/."""
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    from . import mlflow_store
+
+    tracking_uri, run_id = init_args.get("tracking_uri"), run_dir.name
+    if not tracking_uri or mlflow_store.run_experiment(tracking_uri, run_id) != run_dir.parent.name:
+        return None  # a checkpoint from elsewhere: a new run
+    init_args.run_id = run_id
+
+    def after_build(loggers: list[Any]) -> None:
+        if getattr(rank_zero_only, "rank", 0) == 0:  # the one process that logs
+            mlflow_store.continue_run(tracking_uri, run_id, step)
+
+    return after_build
 
 
 def _same(folder: Path, save_dir: str | None, name: str) -> bool:

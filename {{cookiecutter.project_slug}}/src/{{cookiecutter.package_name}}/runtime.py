@@ -104,6 +104,11 @@ def quiet_known_noise() -> None:
     )
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(noise)
+    # MLflow's first run in a store: it creates the database tables and the experiment.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+    logging.getLogger("lightning.pytorch.loggers.mlflow").addFilter(
+        _DropMessages("not found. Creating it.")
+    )
 
 
 def end_wandb_run(loggers: Sequence[Any]) -> None:

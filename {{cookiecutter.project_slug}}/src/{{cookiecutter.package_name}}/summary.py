@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
 PACKAGES = ("torch", "lightning", "torchmetrics", "scikit-learn", "numpy")
 
@@ -90,11 +90,13 @@ def build_summary(
 
 
 def _log_dir(trainer: L.Trainer) -> str | None:
-    """The first logger's folder. (Not trainer.log_dir: under DDP that is a collective call,
-    and this runs on rank zero only.)"""
+    """The first logger's folder; for MLflow its store (a database file, or a server's URL).
+    (Not trainer.log_dir: under DDP that is a collective call, and this runs on rank zero.)"""
     if not trainer.loggers:
         return None
     logger = trainer.loggers[0]
+    if isinstance(logger, MLFlowLogger):
+        return logger._tracking_uri.removeprefix("sqlite:///")
     folder = getattr(logger, "log_dir", None) or logger.save_dir
     return str(Path(folder).resolve()) if folder else None
 
@@ -113,6 +115,10 @@ def how_to_view_logs(trainer: L.Trainer) -> list[str]:
             # folder named after the run id; `wandb sync` uploads them into the one run.
             offline = Path(run.sync_dir).resolve().parent / f"offline-run-*-{run.id}"
             hints.append(f"wandb sync {offline}" if run.offline else f"wandb: {run.url}")
+        elif isinstance(logger, MLFlowLogger):
+            from .mlflow_store import how_to_view
+
+            hints.append(how_to_view(logger._tracking_uri, logger.experiment_id, logger.run_id))
     return hints
 
 

@@ -181,7 +181,8 @@ def check_metric(cli: ProjectCLI, metric: str) -> None:
 def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str, str]]:
     """Where each trial's logs and checkpoints go (config keys and values): for TensorBoard
     and CSV runs/sweeps/NAME/trials/trial-007 (`tensorboard --logdir runs/sweeps/NAME/trials`
-    compares them), for W&B runs/sweeps/NAME/wandb, one run per trial named NAME-trial-007.
+    compares them), for W&B runs/sweeps/NAME/wandb, one run per trial named NAME-trial-007,
+    for MLflow one run per trial named trial-007 in the experiment sweep-NAME (same store).
     The other folds of a cross-validated trial go beside it: trial-007-fold1, ..."""
     logger = config.get("trainer.logger")
     kind = str(getattr(logger, "class_path", "")).rsplit(".", 1)[-1]
@@ -202,6 +203,12 @@ def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str
                 **common,
                 f"{logger_key}.save_dir": str(folder),
                 f"{logger_key}.name": f"{folder.name}-{trial}",
+            }
+        if kind == "MLFlowLogger":
+            return {
+                **common,
+                f"{logger_key}.experiment_name": f"sweep-{folder.name}",
+                f"{logger_key}.run_name": trial,
             }
         return common  # no logger, or several: checkpoints under default_root_dir
 
