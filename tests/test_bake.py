@@ -219,7 +219,7 @@ def test_runtime_pins_match_the_template_test_environment(bake) -> None:
     extras = tomllib.loads((project / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    for requirement in dependencies + extras["dev"] + extras["onnx"]:
+    for requirement in dependencies + extras["dev"] + extras["onnx"] + extras["serve"]:
         name, version = requirement.split("==")
         name = name.split("[")[0]
         if name == "torch":

@@ -14,22 +14,17 @@ model: inputs are raw, as in the data files, and serving cannot drift from train
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from {{ cookiecutter.package_name }}.artifacts import load, read_metadata
+from {{ cookiecutter.package_name }}.artifacts import load
 from {{ cookiecutter.package_name }}.images import ImageError, ImageFormat, is_image_file, read_image
-
-
-class InputError(ValueError):
-    """An input file that cannot be read as model inputs; the message names it."""
+from {{ cookiecutter.package_name }}.model_inputs import InputError, ModelInputs, finite
 
 
 @dataclass
@@ -38,40 +33,6 @@ class Prediction:
     classes: list[str]  # the top-k class names, most probable first
     indices: list[int]  # their class indices
     probabilities: list[float]
-
-
-@dataclass
-class ModelInputs:
-    """What the exported model takes, from its metadata.json (when there is one)."""
-
-    input_shape: tuple[int, ...] | None = None
-    class_names: list[str] | None = None
-    image: ImageFormat | None = None
-
-    @classmethod
-    def beside(cls, model_path: Path) -> ModelInputs:
-        metadata = read_metadata(model_path)
-        if metadata is None:
-            return cls()
-        preprocessing: dict[str, Any] = metadata.get("preprocessing", {})
-        image = (
-            ImageFormat.from_dict(preprocessing) if preprocessing.get("kind") == "image" else None
-        )
-        return cls(tuple(metadata["input_shape"]), list(metadata["class_names"]), image)
-
-    def shape_rows(self, array: np.ndarray, source: Path) -> np.ndarray:
-        """(N, *input_shape) from N flat rows or N samples of any layout with the same size."""
-        if self.input_shape is None:
-            return array.reshape(len(array), -1) if array.ndim > 2 else array
-        if tuple(array.shape) == self.input_shape:
-            array = array[None]  # a single sample
-        size = math.prod(self.input_shape)
-        if array.ndim < 2 or math.prod(array.shape[1:]) != size:
-            raise InputError(
-                f"{source}: the model takes samples of shape {self.input_shape} ({size} values "
-                f"each), got an array of shape {tuple(array.shape)}."
-            )
-        return array.reshape(len(array), *self.input_shape)
 
 
 def read_npy(path: Path) -> np.ndarray:
@@ -104,17 +65,6 @@ def read_csv(path: Path) -> np.ndarray:
         raise InputError(f"{path}: expected rows of numbers only (found text or empty cells).")
     with np.errstate(over="ignore"):
         return finite(table.astype(np.float32), path)
-
-
-def finite(array: np.ndarray, path: Path) -> np.ndarray:
-    """``array`` if every value is finite: a NaN would come out as probability nan."""
-    bad = ~np.isfinite(array.reshape(len(array), -1)).all(axis=1)
-    if bad.any():
-        raise InputError(
-            f"{path}: sample {int(np.flatnonzero(bad)[0])} holds NaN or inf ({int(bad.sum())} "
-            "such samples): the model takes finite numbers only."
-        )
-    return array
 
 
 def read_images(paths: list[Path], image: ImageFormat | None, model: Path) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -57,11 +57,13 @@ def probe(path: Path) -> tuple[ColorMode, tuple[int, int]]:
         return ("L" if gray else "RGB"), (image.height, image.width)
 
 
-def read_image(path: Path, fmt: ImageFormat) -> np.ndarray:
-    """(C, H, W) float32: converted to the colour mode, resized (area-averaging), scaled."""
+def read_image(path: Path | BinaryIO, fmt: ImageFormat, name: str | None = None) -> np.ndarray:
+    """(C, H, W) float32: converted to the colour mode, resized (area-averaging), scaled.
+    ``path``: a file, or an open binary stream (an upload) that ``name`` names in errors."""
     from PIL import Image
 
-    image = _open(path)
+    source = path if isinstance(path, Path) else _Named(path, name or "the image")
+    image = _open(source)
     with image:
         try:
             converted = image.convert(fmt.color_mode)
@@ -70,17 +72,29 @@ def read_image(path: Path, fmt: ImageFormat) -> np.ndarray:
                 converted = converted.resize((width, height), Image.Resampling.BOX)
             pixels = np.asarray(converted, dtype=np.float32)
         except (OSError, ValueError) as error:  # truncated or corrupt pixel data
-            raise ImageError(f"cannot read {path} as an image: {error}") from None
+            raise ImageError(f"cannot read {source} as an image: {error}") from None
     if fmt.invert:
         pixels = 255.0 - pixels
     pixels = pixels * (fmt.scale / 255.0)
     return pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # (C, H, W)
 
 
-def _open(path: Path) -> Any:
+class _Named:
+    """A binary stream that prints as its name in error messages."""
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self.stream, self.name = stream, name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _open(path: Path | _Named) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        return Image.open(path)
-    except (OSError, UnidentifiedImageError) as error:
+        return Image.open(path.stream if isinstance(path, _Named) else path)
+    except UnidentifiedImageError:
+        raise ImageError(f"cannot read {path} as an image: not a PNG, JPEG or BMP file") from None
+    except (OSError, Image.DecompressionBombError) as error:
         raise ImageError(f"cannot read {path} as an image: {error}") from None

@@ -1,0 +1,188 @@
+"""The model behind serve.py, whatever the web framework: an exported model and the
+metadata.json beside it, each request checked and turned into samples, and answers with the
+numbers that predict.py gives.
+
+Needs torch, numpy and Pillow, not Lightning: a server imports no training code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import platform
+from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .artifacts import format_of, load, read_metadata
+from .images import ImageError, read_image
+from .model_inputs import InputError, ModelInputs, finite
+
+JSON_FORM = '{"inputs": [sample, ...]}'
+VERSIONED = ("torch", "numpy", "pillow", "fastapi", "uvicorn", "onnxruntime")
+
+
+class RequestError(ValueError):
+    """A request the model cannot answer: the message names the problem and the fix, the
+    status is the HTTP status to answer with (4xx)."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold: a bound on the work and memory a client can ask for."""
+
+    max_batch: int = 64  # samples per request
+    max_body_bytes: int = 4 * 2**20  # the request body (JSON or an image), 4 MiB
+
+
+class ServedModel:
+    """An exported model (.pt2, TorchScript, int8; ONNX with its extra) ready to answer.
+
+    Raises FileNotFoundError or ValueError, in one line that names the fix, for a file that
+    is missing, corrupt, of an unknown type, without its metadata.json, or that does not run
+    on the input shape its metadata gives: a server must refuse those before it listens."""
+
+    def __init__(self, path: Path, limits: Limits | None = None, threads: int | None = None):
+        self.path = Path(path)
+        self.limits = limits or Limits()
+        self.format = format_of(self.path).name
+        if not self.path.is_file():
+            raise FileNotFoundError(f"no exported model at {self.path}: run train.py first.")
+        metadata = read_metadata(self.path)
+        if metadata is None:
+            raise ValueError(
+                f"{self.path}: no metadata.json beside it (input shape, class names): serve a "
+                "model from a run's export/ folder, as train.py wrote it."
+            )
+        self.metadata = metadata
+        self.inputs = ModelInputs.beside(self.path)
+        self.input_shape: tuple[int, ...] = self.inputs.input_shape or ()
+        self.class_names: list[str] = self.inputs.class_names or []
+        self.predictor = load(self.path, threads)
+        try:  # once, at start-up: a model of another shape fails here, not on a request
+            self.predict(np.zeros((1, *self.input_shape), dtype=np.float32))
+        except (RuntimeError, AssertionError) as error:  # (torch.export's shape guards)
+            raise ValueError(
+                f"{self.path} does not run on inputs of shape {self.input_shape} "
+                f"({str(error).splitlines()[0][:200]}): export it again from its checkpoint."
+            ) from None
+
+    def describe(self) -> dict[str, Any]:
+        """GET /metadata: the file, its format, what it takes and returns, the versions."""
+        versions = {"python": platform.python_version()}
+        for name in VERSIONED:
+            with contextlib.suppress(PackageNotFoundError):
+                versions[name] = version(name)
+        return {
+            "model": str(self.path.resolve()),
+            "format": self.format,
+            "input_shape": list(self.input_shape),
+            "classes": self.class_names,
+            "preprocessing": self.metadata.get("preprocessing", {}),
+            "accepts": ["application/json"] + (["image/*"] if self.inputs.image else []),
+            "limits": asdict(self.limits),
+            "exported_with_torch": self.metadata.get("torch"),
+            "versions": versions,
+        }
+
+    def samples_from_json(self, body: bytes) -> np.ndarray:
+        """(N, *input_shape) float32 from ``{"inputs": [sample, ...]}`` or ``{"input": sample}``;
+        a sample is nested lists of numbers of the input shape, or a flat list of its size."""
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise RequestError(f"the body is not JSON ({error}): send " + JSON_FORM, 400) from None
+        if (
+            not isinstance(payload, dict)
+            or len(payload) != 1
+            or not {"input", "inputs"} & set(payload)
+        ):
+            keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+            raise RequestError(
+                f'expected one key, "inputs" (a list of samples) or "input" (one sample), '
+                f"got {keys}"
+            )
+        samples = [payload["input"]] if "input" in payload else payload["inputs"]
+        if not isinstance(samples, list) or not samples:
+            raise RequestError('"inputs" must be a non-empty list of samples')
+        if len(samples) > self.limits.max_batch:
+            raise RequestError(
+                f"{len(samples)} samples in one request, over the limit of "
+                f"{self.limits.max_batch}: send smaller batches (or start serve.py with "
+                "a larger --max-batch)",
+                413,
+            )
+        try:
+            array = np.asarray(samples)
+        except ValueError:
+            array = np.asarray(None)  # ragged lists: refused just below
+        if _holds_booleans(samples):  # numpy would take true as 1
+            array = np.asarray(True)
+        if array.dtype.kind not in "iuf":
+            raise RequestError(
+                "every sample must be nested lists of numbers, of the same length at each "
+                f"level (found {_kind(array)}); the model takes samples of shape "
+                f"{self.input_shape}"
+            )
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, refused by finite()
+            array = array.astype(np.float32)
+        try:
+            return finite(self.inputs.shape_rows(array, "inputs"), "inputs")
+        except InputError as error:
+            raise RequestError(str(error)) from None
+
+    def samples_from_image(self, data: bytes, name: str) -> np.ndarray:
+        """(1, *input_shape) float32 from an image file's bytes, read as the training images
+        were (metadata.json: colour mode, size, scaling)."""
+        if self.inputs.image is None:
+            raise RequestError(
+                f"this model takes feature rows, not images: send {JSON_FORM} with samples of "
+                f"shape {self.input_shape}",
+                415,
+            )
+        try:
+            return read_image(io.BytesIO(data), self.inputs.image, name)[None]
+        except ImageError as error:
+            raise RequestError(str(error)) from None
+
+    def predict(self, samples: np.ndarray) -> dict[str, Any]:
+        """The most probable class and every class's probability, per sample."""
+        with torch.inference_mode():
+            probabilities = self.predictor(torch.from_numpy(samples)).softmax(dim=-1)
+        names = self.class_names or [str(c) for c in range(probabilities.shape[-1])]
+        predictions = []
+        for row in probabilities.tolist():
+            best = max(range(len(row)), key=row.__getitem__)
+            predictions.append(
+                {
+                    "class": names[best],
+                    "probability": row[best],
+                    "probabilities": dict(zip(names, row, strict=True)),
+                }
+            )
+        return {"predictions": predictions}
+
+
+def _holds_booleans(values: list[Any]) -> bool:
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, bool):
+            return True
+        if isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+def _kind(array: np.ndarray) -> str:
+    kinds = {"b": "true/false", "U": "text", "S": "text", "O": "null, text or ragged lists"}
+    return kinds.get(array.dtype.kind, str(array.dtype))
