@@ -15,9 +15,10 @@ import sys
 SUPPORTED_PYTHON = ("3.11", "3.12", "3.13")
 
 # Top-level modules the generated project imports, plus the names of its own files
-# (train.py, predict.py, tests/): a package named like any of them would shadow it.
+# (train.py, predict.py, serve.py, tests/, ...): a package named like any of them would shadow it.
 PROJECT_MODULES = frozenset(
     {
+        "fastapi",
         "jsonargparse",
         "lightning",
         "lightning_fabric",
@@ -26,20 +27,26 @@ PROJECT_MODULES = frozenset(
         "numpy",
         "onnx",
         "onnxruntime",
+        "optuna",
         "psutil",
         "pytest",
         "pytorch_lightning",
         "scipy",
         "sklearn",
+        "starlette",
         "tensorboard",
         "torch",
         "torchmetrics",
         "torchvision",
+        "uvicorn",
         "wandb",
         "yaml",
         "configs",
+        "evaluate",
         "predict",
+        "serve",
         "src",
+        "sweep",
         "tests",
         "train",
     }

@@ -33,6 +33,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "predict.py",
         "sweep.py",
         "evaluate.py",
+        "serve.py",
         "configs/default.yaml",
         "configs/sweep.yaml",
         *(
@@ -76,7 +77,10 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "resumable_loader",
                 "runtime",
                 "logger_resume",
+                "mlflow_store",
+                "model_inputs",
                 "search_space",
+                "serving",
                 "evaluation",
                 "summary",
                 "sweep_report",
@@ -84,6 +88,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "tables",
                 "trial_builder",
                 "tuning",
+                "web_app",
             )
         ),
         *(
@@ -105,6 +110,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_fault_recovery",
                 "test_image_folders",
                 "test_interruption",
+                "test_mlflow_store",
                 "test_properties",
                 "test_model",
                 "test_module",
@@ -114,6 +120,7 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
                 "test_presets",
                 "test_runtime",
                 "test_search_space",
+                "test_serve",
                 "test_sweep",
                 "test_train",
                 "test_trial_builder",
