@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -250,6 +251,9 @@ def test_health_and_metadata_answer(servers: dict) -> None:
         assert metadata["limits"]["max_batch"] == MAX_BATCH
         assert {"torch", "fastapi", "uvicorn", "python"} <= metadata["versions"].keys()
         assert ("image/*" in metadata["accepts"]) == (name != "rows")
+        # the cores are split between the worker processes, not oversubscribed
+        workers = 2 if name == "digits" else 1
+        assert metadata["threads"] == max(1, (os.cpu_count() or 1) // workers)
     assert call(servers["rows"], "GET", "/metadata")[1]["classes"] == ROWS_CLASSES
     assert call(servers["rows"], "GET", "/metadata")[1]["input_shape"] == [5]
 

@@ -67,6 +67,12 @@ class ServedModel:
         self.inputs = ModelInputs.beside(self.path)
         self.input_shape: tuple[int, ...] = self.inputs.input_shape or ()
         self.class_names: list[str] = self.inputs.class_names or []
+        if threads:
+            # torch's thread count is per process (the server is the process): load() sets
+            # it only for onnxruntime. Left at every core, N --workers each spin that many
+            # OpenMP threads and starve one another (BENCHMARKS.md: 2 workers answered 237
+            # req/s at 32 clients, one worker 1,843).
+            torch.set_num_threads(threads)
         self.predictor = load(self.path, threads)
         try:  # once, at start-up: a model of another shape fails here, not on a request
             self.predict(np.zeros((1, *self.input_shape), dtype=np.float32))
@@ -90,6 +96,7 @@ class ServedModel:
             "preprocessing": self.metadata.get("preprocessing", {}),
             "accepts": ["application/json"] + (["image/*"] if self.inputs.image else []),
             "limits": asdict(self.limits),
+            "threads": torch.get_num_threads(),  # this process's (one of --workers)
             "exported_with_torch": self.metadata.get("torch"),
             "versions": versions,
         }
