@@ -114,7 +114,9 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
     try:
         with torch.inference_mode():
             probabilities = model(batch).softmax(dim=-1)
-    except RuntimeError as error:  # a model exported by hand, without metadata.json
+    # A model exported by hand, without metadata.json: TorchScript raises RuntimeError,
+    # torch.export's shape guards AssertionError.
+    except (RuntimeError, AssertionError) as error:
         raise InputError(
             f"the model rejected inputs of shape {list(batch.shape)} "
             f"({str(error).splitlines()[0][:200]}); check the number of features."

@@ -132,6 +132,22 @@ def test_unreadable_input_is_named_with_exit_code_2(
     assert re.search(message, error), error
 
 
+@pytest.mark.parametrize("fmt", ["torchscript", "torch.export"])
+def test_a_model_without_metadata_refuses_the_wrong_number_of_features(
+    tmp_path: Path, fmt: str, capsys
+) -> None:
+    """Exported by hand (no metadata.json): the model itself rejects 10 features, in one line."""
+    model = artifacts.save(
+        torch.nn.Linear(64, 3), fmt, torch.zeros(2, 64), tmp_path / artifacts.FORMATS[fmt].file_name
+    )
+    np.save(tmp_path / "rows.npy", np.zeros((2, 10), dtype=np.float32))
+    with pytest.raises(SystemExit) as exit_info:
+        predict.main([str(model), str(tmp_path / "rows.npy")])
+    assert exit_info.value.code == 2
+    (error,) = capsys.readouterr().err.splitlines()
+    assert "the model rejected inputs of shape [2, 10]" in error, error
+
+
 def test_feature_rows_get_the_class_names(tmp_path: Path, features_model: Path, capsys) -> None:
     (tmp_path / "rows.csv").write_text("\n".join(",".join(["1"] * 64) for _ in range(2)))
     predictions = predict.main([str(features_model), str(tmp_path / "rows.csv"), "--top", "3"])
