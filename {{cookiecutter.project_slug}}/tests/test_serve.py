@@ -29,6 +29,7 @@ import serve
 from {{ cookiecutter.package_name }} import artifacts
 from {{ cookiecutter.package_name }}.images import ImageFormat
 from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
+from {{ cookiecutter.package_name }}.serving import ServedModel
 
 from .conftest import Run
 from .subprocesses import PROJECT, script_env
@@ -238,6 +239,27 @@ def test_the_trained_digits_model_answers_like_predict_py(
     status, answer = post_json(server, {"inputs": digits[:, None].tolist()})
     assert status == 200, answer
     assert_same_numbers(answer, expected)
+
+
+@pytest.mark.slow
+def test_every_export_format_is_served_with_predict_py_numbers(
+    trained_run: Run, tmp_path: Path
+) -> None:
+    """TorchScript, int8, torch.export (and ONNX where its extra is installed) of the trained
+    run, through the server's model (HTTP adds nothing per format: the tests above)."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits().images[:6].astype(np.float32)[:, None]
+    np.save(tmp_path / "digits.npy", digits)
+    body = json.dumps({"inputs": digits.tolist()}).encode()
+    exports = {k: v for k, v in trained_run.summary["export"].items() if k != "eager"}
+    assert {"torchscript", "int8", "torch.export"} <= exports.keys()
+    for fmt, figures in exports.items():
+        path = Path(figures["path"])
+        model = ServedModel(path)  # no threads given: the test process keeps its own
+        assert model.format == fmt
+        expected = probabilities_by_predict_py(path, tmp_path / "digits.npy")
+        assert_same_numbers(model.predict(model.samples_from_json(body)), expected)
 
 
 @pytest.mark.slow
