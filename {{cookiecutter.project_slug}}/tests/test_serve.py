@@ -263,6 +263,27 @@ def test_every_export_format_is_served_with_predict_py_numbers(
 
 
 @pytest.mark.slow
+def test_the_server_imports_no_lightning(trained_run: Run) -> None:
+    """serve.py loads, builds its app and answers with torch, FastAPI and the package's
+    serving modules only: no training code in a server."""
+    code = (
+        "import sys, json, uvicorn, serve\n"
+        "from {{ cookiecutter.package_name }}.web_app import create_app\n"
+        "settings = {'model': sys.argv[1], 'max_batch': 64, 'max_body_mb': 4, 'workers': 1}\n"
+        "model = serve.load_model(settings)\n"
+        "create_app(model)\n"
+        "print(model.predict(model.samples_from_json(json.dumps({'input': [0] * 64}).encode())))\n"
+        "assert not [m for m in sys.modules if m.startswith(('lightning', 'pytorch_lightning'))]"
+    )
+    model = trained_run.summary["export"]["torch.export"]["path"]
+    result = subprocess.run(
+        [sys.executable, "-c", code, model], env=script_env(), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "'predictions'" in result.stdout, result.stdout
+
+
+@pytest.mark.slow
 def test_health_and_metadata_answer(servers: dict) -> None:
     for name, server in servers.items():
         assert call(server, "GET", "/health") == (200, {"status": "ok"})
