@@ -282,7 +282,11 @@ def serving(command: list[str], port: int, env: dict[str, str], log: Path) -> It
             popen.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(STOP_TIMEOUT_S)
-        alive = [process for process in known.values() if process.is_running()]
+        # The children (uvicorn's workers, LitServe's, multiprocessing's resource tracker)
+        # exit after their parent: a few seconds on their own, then they are killed.
+        _, alive = psutil.wait_procs(
+            [process for process in known.values() if process.is_running()], timeout=5
+        )
         for process in alive:
             with contextlib.suppress(psutil.Error):
                 process.kill()
