@@ -6,6 +6,7 @@ import importlib
 import io
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tarfile
@@ -42,6 +43,13 @@ def import_modules(project: Path, *names: str) -> dict[str, ModuleType]:
     sys.path.insert(0, str(project / "src"))
     package = next(path.parent.name for path in (project / "src").glob("*/__init__.py"))
     return {name: importlib.import_module(f"{package}.{name}") for name in names}
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (DDP's rendezvous, a server)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def machine() -> str:

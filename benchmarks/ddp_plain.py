@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import tempfile
 import time
@@ -32,7 +31,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from baked import bake, import_modules, machine
+from baked import bake, free_port, import_modules, machine
 
 WARMUP_STEPS = 20
 
@@ -92,12 +91,6 @@ def two_processes(project: Path, batch_size: int, steps: int, options: dict) -> 
         args = (free_port(), str(project), batch_size, steps, options, out)
         mp.spawn(_ddp_worker, args=args, nprocs=2)
         return float(Path(out).read_text())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def main() -> None:

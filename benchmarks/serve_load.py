@@ -29,7 +29,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -197,12 +196,6 @@ def send_load(port: int, body: bytes, clients: int, budget: int, seconds: float)
 
 
 # --- the servers -------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
@@ -486,7 +479,7 @@ def torch_threads() -> int:
 def benchmark(args: argparse.Namespace) -> None:
     from sklearn.datasets import load_digits
 
-    from baked import bake, import_modules
+    from baked import bake, free_port, import_modules
 
     smoke = args.smoke
     settings = Settings(

@@ -70,8 +70,8 @@ class ServedModel:
         if threads:
             # torch's thread count is per process (the server is the process): load() sets
             # it only for onnxruntime. Left at every core, N --workers each spin that many
-            # OpenMP threads and starve one another (BENCHMARKS.md: 2 workers answered 237
-            # req/s at 32 clients, one worker 1,843).
+            # OpenMP threads and starve one another (the template's BENCHMARKS.md: 2
+            # workers answered 237 req/s at 32 clients, one worker 1,843).
             torch.set_num_threads(threads)
         self.predictor = load(self.path, threads)
         try:  # once, at start-up: a model of another shape fails here, not on a request
