@@ -31,6 +31,17 @@ def test_fast_dev_run_smoke(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.slow
+def test_a_run_without_a_logger_trains_and_says_so(tmp_path: Path) -> None:
+    """--trainer.logger false: the learning-rate monitor, which needs a logger, is left out
+    instead of stopping the run with Lightning's traceback."""
+    run = run_training(
+        tmp_path, "--trainer.logger", "false", "--trainer.max_epochs", "1", "--export.formats", "[]"
+    )
+    assert run.summary["epochs"] == 1 and "test/acc" in run.summary["metrics"]
+    assert "logs: none (no logger: --trainer.logger false)" in run.stdout
+
+
+@pytest.mark.slow
 def test_help_lists_the_options_without_importing_what_only_a_run_uses(tmp_path: Path) -> None:
     """`python train.py --help` pays for Lightning and the parser, not for scikit-learn,
     ONNX, W&B or Optuna: each is imported where it is used."""

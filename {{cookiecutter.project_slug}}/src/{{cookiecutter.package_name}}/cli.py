@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.callbacks import LearningRateMonitor
 
 from .artifacts import ExportFormatError, Format, check_formats
 from .checkpoints import (
@@ -148,6 +149,10 @@ class ProjectCLI(LightningCLI):
         """Build model, data and Trainer, then try the network once on the data's shape."""
         absolute_stores(self.config.trainer.logger)  # here: configs dumped unbuilt keep theirs
         super().instantiate_classes()
+        if not self.trainer.loggers:  # --trainer.logger false: nothing to log learning rates to
+            self.trainer.callbacks = [
+                c for c in self.trainer.callbacks if not isinstance(c, LearningRateMonitor)
+            ]
         data = self.datamodule
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)
         if self.config.ckpt_path is not None:

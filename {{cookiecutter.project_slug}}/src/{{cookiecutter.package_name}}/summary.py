@@ -154,7 +154,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     ]
     if paths["plots"]:
         lines.append(f"plots: {', '.join(paths['plots'].values())}")
-    lines += [f"logs: {hint}" for hint in summary["view_logs"]] or [f"logs: {paths['logs']}"]
+    logs = paths["logs"] or "none (no logger: --trainer.logger false)"
+    lines += [f"logs: {hint}" for hint in summary["view_logs"]] or [f"logs: {logs}"]
     exported = {name: report for name, report in summary["export"].items() if report["path"]}
     if exported:
         lines.append(f"exports ({', '.join(exported)}), verified: {paths['export_report']}")
