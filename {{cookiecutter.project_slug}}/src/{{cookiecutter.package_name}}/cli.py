@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
 from .artifacts import ExportFormatError, Format, check_formats
 from .checkpoints import (
