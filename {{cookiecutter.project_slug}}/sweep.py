@@ -30,10 +30,16 @@ from {{ cookiecutter.package_name }}.runtime import (
     configure_threads,
     quiet_known_noise,
 )
-from {{ cookiecutter.package_name }}.search_space import SpaceError, check_keys, load_spec
+from {{ cookiecutter.package_name }}.search_space import (
+    SpaceError,
+    SweepSpec,
+    check_keys,
+    load_spec,
+)
 from {{ cookiecutter.package_name }}.summary import baseline_lines
 from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
+    chosen_trial,
     format_params,
     write_atomic,
     write_plots,
@@ -115,7 +121,11 @@ def sweep(
         storage=open_storage(storage),
         load_if_exists=True,
         direction=spec.direction,
-        sampler=TrialSeededSampler(base.config.get("seed_everything") or 0, spec.startup_trials),
+        sampler=TrialSeededSampler(
+            base.config.get("seed_everything") or 0,
+            spec.startup_trials,
+            spec.start_params(base.config.get),
+        ),
         pruner=make_pruner(spec),
     )
     del base
@@ -134,7 +144,9 @@ def sweep(
         before = finished_count(study)
         if before:
             print(f"study {options.name}: {before} of {options.trials} trials finished before")
-        run_trials(study, runner, lambda study, result: print(progress_line(study, result)))
+        run_trials(
+            study, runner, lambda study, result: print(progress_line(study, result, spec.select))
+        )
     except SweepInterrupted as interrupted:
         exit_code, status = interrupted.exit_code, f"interrupted: {interrupted}"
     except KeyboardInterrupt:  # Ctrl-C between two trials
@@ -143,21 +155,22 @@ def sweep(
         exit_code, status = 1, f"error: {error}"
     plots = write_plots(study, spec, folder)
     report = write_report(study, spec, folder, baselines, plots)
-    best = best_trial(study)
-    if best is not None:
+    chosen = chosen_trial(study, spec.select)
+    if chosen is not None:
         write_atomic(
             folder / "best.yaml",
             best_config_text(
-                [*train_args, *spec.as_args(best.params)],
+                [*train_args, *spec.as_args(chosen.params)],
                 DEFAULT_CONFIG,
                 [
-                    f"The best trial ({best.number}) of sweep {options.name}: {spec.metric} "
-                    f"{best.value:.4f}; {format_params(best.params)}",
+                    f"The {'best' if spec.select == 'best' else 'chosen'} trial "
+                    f"({chosen.number}) of sweep {options.name}: {spec.metric} "
+                    f"{chosen.value:.4f}; {format_params(chosen.params)}",
                     f"python train.py --config {folder / 'best.yaml'}",
                 ],
             ),
         )
-    print(summary_lines(study, spec.metric, baselines, folder, time.perf_counter() - start))
+    print(summary_lines(study, spec, baselines, folder, time.perf_counter() - start))
     print(f"report: {report}")
     if status:
         print(status, file=sys.stderr)
@@ -168,11 +181,14 @@ def sweep(
     return folder
 
 
-def progress_line(study: optuna.Study, result: TrialResult) -> str:
-    """One line per trial: number, state, value, best so far, elapsed time."""
-    best = best_trial(study)
+def progress_line(study: optuna.Study, result: TrialResult, select: str = "best") -> str:
+    """One line per trial: number, state, value, best so far (and the trial best.yaml would
+    take, when another), elapsed time."""
+    best, chosen = best_trial(study), chosen_trial(study, select)
     value = "" if result.value is None else f" {result.value:.4f}"
     best_text = f"best {best.value:.4f} (trial {best.number})" if best else "best: none yet"
+    if best is not None and chosen is not None and chosen.number != best.number:
+        best_text += f", chosen: trial {chosen.number}"
     note = f"  [{result.note}]" if result.note else ""
     finished = finished_count(study)
     return (
@@ -182,18 +198,25 @@ def progress_line(study: optuna.Study, result: TrialResult) -> str:
 
 
 def summary_lines(
-    study: optuna.Study, metric: str, baselines: dict, folder: Path, seconds: float
+    study: optuna.Study, spec: SweepSpec, baselines: dict, folder: Path, seconds: float
 ) -> str:
     states = [t.state for t in study.get_trials(deepcopy=False)]
     counts = ", ".join(f"{states.count(s)} {s.name.lower()}" for s in TrialState if states.count(s))
     lines = [f"study {study.study_name}: {counts} ({seconds:.1f} s in this process)"]
-    best = best_trial(study)
-    if best is not None:
-        test = best.user_attrs.get("test/acc")
+    best, chosen = best_trial(study), chosen_trial(study, spec.select)
+    if best is not None and chosen is not None:
+        test = chosen.user_attrs.get("test/acc")
+        why = ""
+        if chosen.number != best.number:
+            why = (
+                f" (the fewest parameters within one standard error of the best, trial "
+                f"{best.number}'s {best.value:.4f})"
+            )
         lines.append(
-            f"best trial {best.number}: {metric} {best.value:.4f}"
+            f"{'best' if spec.select == 'best' else 'chosen'} trial {chosen.number}: "
+            f"{spec.metric} {chosen.value:.4f}"
             + (f", test accuracy {test:.4f}" if test is not None else "")
-            + f"; {format_params(best.params)}"
+            + f"; {format_params(chosen.params)}{why}"
         )
         lines += baseline_lines(None, baselines)  # the same line as train.py's
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")

@@ -3,6 +3,8 @@ the choice of the best trial and the report."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +23,16 @@ from {{ cookiecutter.package_name }}.search_space import (
     load_spec,
     to_param,
 )
-from {{ cookiecutter.package_name }}.sweep_report import best_trial, write_report
+from {{ cookiecutter.package_name }}.sweep_report import (
+    best_trial,
+    chosen_trial,
+    standard_error,
+    write_report,
+)
 from {{ cookiecutter.package_name }}.tuning import (
+    SIZE,
     TIE_BREAK,
+    VAL_SAMPLES,
     WORKER_ATTR,
     TrialSeededSampler,
     fail_dead_trials,
@@ -44,6 +53,9 @@ def test_the_shipped_space_reads_as_documented() -> None:
     assert by_key["model.lr"].kind == "float" and by_key["model.lr"].log
     assert [] in by_key["model.net.init_args.hidden_sizes"].choices  # a linear model
     assert set(by_key) >= {"model.lr", "model.weight_decay", "data.batch_size"}
+    # First train.py's own config, then a linear model; best.yaml takes the simplest trial.
+    assert spec.start == ({}, {"model.net.init_args.hidden_sizes": [], "model.lr": 0.01})
+    assert spec.select == "simplest"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -72,6 +84,24 @@ def write(tmp_path: Path, text: str) -> Path:
         ("space: {a: {type: float, low: 1, high: 2, scale: log}}\n", "got ['high', 'low'"),
         ("space: {a: {type: categorical, choices: []}}\n", "a non-empty list"),
         ("space: {a: {type: float, low: 1, high: 2}}\nmetric: ''\n", "must be a logged metric"),
+        ("space: {a: {type: float, low: 1, high: 2}}\nselect: newest\n", "simplest or best"),
+        ("space: {a: {type: float, low: 1, high: 2}}\nstart: {a: 1}\n", "a list of mappings"),
+        (
+            "space: {lr: {type: float, low: 1, high: 2}}\nstart: [{}, {lrate: 1.5}]\n",
+            "start point 1: lrate is no space key: did you mean lr?",
+        ),
+        (
+            "space: {a: {type: float, low: 1, high: 2}}\nstart: [{a: 3}]\n",
+            "start point 0: a: 3 is outside its distribution (float from 1 to 2)",
+        ),
+        (
+            "space: {a: {type: int, low: 0, high: 8, step: 2}}\nstart: [{a: 3}]\n",
+            "a: 3 is outside its distribution (int from 0 to 8, step 2)",
+        ),
+        (
+            "space: {h: {type: categorical, choices: [[], [8]]}}\nstart: [{h: [9]}]\n",
+            "h: [9] is outside its distribution (choices [[], [8]])",
+        ),
     ],
 )
 def test_a_malformed_space_is_refused_with_what_to_write(
@@ -110,14 +140,47 @@ def test_an_unknown_key_names_the_closest_config_key() -> None:
         check_keys(typo, valid)
 
 
-def draw(seed: int, trials: int) -> list[dict]:
-    study = optuna.create_study(sampler=TrialSeededSampler(seed, startup_trials=10))
+def draw(seed: int, trials: int, starts: tuple[dict, ...] = (), startup: int = 10) -> list[dict]:
+    study = optuna.create_study(sampler=TrialSeededSampler(seed, startup, starts))
     params = []
-    for _ in range(trials):
+    for number in range(trials):
         trial = study.ask()
-        params.append({"lr": trial.suggest_float("lr", 1e-4, 1e-1, log=True)})
-        study.tell(trial, 0.5)
+        params.append(
+            {
+                "lr": trial.suggest_float("lr", 1e-4, 1e-1, log=True),
+                "hidden": from_param(trial.suggest_categorical("hidden", ["[]", "[8]", "[8, 8]"])),
+            }
+        )
+        study.tell(trial, 0.5 + number / 100)
     return params
+
+
+def test_start_points_are_the_first_trials_and_fill_in_what_they_leave_out() -> None:
+    spec = load_spec(CONFIGS / "sweep.yaml")
+    config = {
+        "model.lr": 0.003,
+        "model.weight_decay": 0.01,
+        "model.net.init_args.dropout": 0.3,
+        "model.net.init_args.hidden_sizes": (256, 256),  # as parsed: a tuple
+        "data.batch_size": 48,  # no choice of the space: drawn
+    }
+    defaults, linear = spec.start_params(config.get)
+    assert defaults == {
+        "model.lr": 0.003,
+        "model.weight_decay": 0.01,
+        "model.net.init_args.dropout": 0.3,
+        "model.net.init_args.hidden_sizes": "[256, 256]",
+    }
+    assert linear == {**defaults, "model.net.init_args.hidden_sizes": "[]", "model.lr": 0.01}
+
+
+def test_the_sampler_runs_the_start_points_first_then_draws() -> None:
+    starts = ({"lr": 0.003, "hidden": "[8, 8]"}, {"hidden": "[]"})
+    first = draw(42, 6, starts, startup=2)
+    assert first[0] == {"lr": 0.003, "hidden": [8, 8]}
+    assert first[1]["hidden"] == [] and first[1]["lr"] != 0.003  # lr drawn
+    assert first == draw(42, 6, starts, startup=2)  # seeded: the same every time
+    assert all(1e-4 <= p["lr"] <= 1e-1 for p in first[2:])
 
 
 def test_each_trial_is_seeded_by_its_number() -> None:
@@ -147,15 +210,49 @@ def test_trials_of_a_dead_local_process_are_failed_live_ones_kept(tmp_path: Path
     assert states == {dead.number: TrialState.FAIL, alive.number: TrialState.RUNNING}
 
 
-def add(study: optuna.Study, value: float, loss: float, test_acc: float = 0.9) -> None:
+def add(
+    study: optuna.Study, value: float, loss: float, test_acc: float = 0.9, **attrs: object
+) -> None:
     study.add_trial(
         create_trial(
             value=value,
             params={"model.lr": 0.01},
             distributions={"model.lr": FloatDistribution(1e-4, 1e-1, log=True)},
-            user_attrs={TIE_BREAK: loss, "test/acc": test_acc},
+            user_attrs={TIE_BREAK: loss, "test/acc": test_acc, **attrs},
         )
     )
+
+
+def test_the_standard_error_is_binomial_over_the_validation_samples_or_that_of_the_folds() -> None:
+    study = optuna.create_study(direction="maximize")
+    add(study, 1.0, 0.1, **{VAL_SAMPLES: 86})  # perfect, yet uncertain: (86+2)/(86+4)
+    add(study, 0.5, 0.1, **{VAL_SAMPLES: 100})
+    add(study, 0.9, 0.1, fold_values=[0.8, 0.9, 1.0])
+    add(study, 0.9, 0.1)  # nothing known
+    add(study, 3.0, 0.1, **{VAL_SAMPLES: 100})  # not a proportion
+    perfect, half, folds, unknown, other = study.trials
+    assert standard_error(perfect) == pytest.approx(math.sqrt(88 / 90 * 2 / 90 / 86))
+    assert standard_error(half) == pytest.approx(0.05)
+    assert standard_error(folds) == pytest.approx(0.1 / math.sqrt(3))
+    assert standard_error(unknown) == standard_error(other) == 0.0
+
+
+def test_simplest_takes_the_fewest_parameters_within_one_standard_error_of_the_best() -> None:
+    study = optuna.create_study(direction="maximize")
+    add(study, 1.000, 0.20, **{SIZE: 74_242, VAL_SAMPLES: 86})  # the best value (SE 0.0159)
+    add(study, 0.9884, 0.30, **{SIZE: 4_226, VAL_SAMPLES: 86})  # within: 1 sample fewer
+    add(study, 0.9884, 0.25, **{SIZE: 4_226, VAL_SAMPLES: 86})  # same size, lower loss
+    add(study, 0.9767, 0.10, **{SIZE: 62, VAL_SAMPLES: 86})  # 2 samples fewer: outside
+    best, simplest = chosen_trial(study, "best"), chosen_trial(study, "simplest")
+    assert best is not None and simplest is not None
+    assert [best.number, simplest.number] == [0, 2]
+    minimising = optuna.create_study(direction="minimize")
+    add(minimising, 0.10, 0.1, **{SIZE: 1000}, fold_values=[0.05, 0.15])  # SE 0.05
+    add(minimising, 0.14, 0.1, **{SIZE: 10})  # within 0.10 + 0.05
+    add(minimising, 0.16, 0.1, **{SIZE: 1})  # outside
+    simplest = chosen_trial(minimising, "simplest")
+    assert simplest is not None and simplest.number == 1
+    assert chosen_trial(optuna.create_study(), "simplest") is None
 
 
 def test_ties_of_the_metric_go_to_the_lower_validation_loss() -> None:
@@ -183,7 +280,7 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     baselines = {"majority_class": 0.1, "logistic_regression": 0.96}
     report = write_report(study, spec, tmp_path, baselines, {"history": "history.png"})
     text = report.read_text()
-    assert "## Best: trial 1" in text
+    assert "## Chosen: trial 1 (select: simplest)" in text
     assert "test accuracy (its best checkpoint): 0.95" in text
     assert "majority class 0.1, logistic regression 0.96" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
@@ -192,3 +289,22 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     skipped = {"majority_class": 0.1, "logistic_regression": None, "skipped": "too large"}
     text = write_report(study, spec, tmp_path, skipped, {}).read_text()
     assert "logistic regression skipped (too large)" in text
+
+
+def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: Path) -> None:
+    study = optuna.create_study(direction="maximize", study_name="demo")
+    add(study, 1.0, 0.2, test_acc=0.94, **{SIZE: 74_242, VAL_SAMPLES: 86})
+    add(study, 0.9884, 0.3, test_acc=0.97, **{SIZE: 62, VAL_SAMPLES: 86})
+    spec = load_spec(CONFIGS / "sweep.yaml")
+    text = write_report(study, spec, tmp_path, {}, {}).read_text()
+    assert "## Chosen: trial 1 (select: simplest)" in text
+    assert "- val/acc: 0.9884 ± 0.0193" in text
+    assert (
+        "- the fewest parameters (62) within one standard error of the best value, trial 0's "
+        "1.0000 ± 0.0159 (74,242 parameters)"
+    ) in text
+    header = next(line for line in text.splitlines() if line.startswith("| trial"))
+    assert header.startswith("| trial | state | val/acc | test/acc | parameters |")
+    assert "| 1 | complete | 0.9884 | 0.97 | 62 |" in text
+    best = dataclasses.replace(spec, select="best")
+    assert "## Best: trial 0" in write_report(study, best, tmp_path, {}, {}).read_text()

@@ -18,6 +18,10 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from {{ cookiecutter.package_name }}.search_space import SweepSpec
+from {{ cookiecutter.package_name }}.sweep_report import best_trial, chosen_trial
+from {{ cookiecutter.package_name }}.tuning import SIZE, VAL_SAMPLES
+
 from .conftest import CONFIGS, run_training, working_directory
 from .subprocesses import PROJECT, script_env
 
@@ -31,8 +35,10 @@ FOLDS_SWEEP = ("--trials", "2", "--folds", "2", "--name", "folds", *SHORT)
 
 
 def write_space(folder: Path, space: dict, **top: object) -> Path:
-    """configs/sweep.yaml's metric and pruner (the defaults) with another space."""
+    """configs/sweep.yaml's metric, pruner and select (the defaults) with another space, and
+    no start points (they name keys of the shipped space)."""
     spec = yaml.safe_load((CONFIGS / "sweep.yaml").read_text())
+    del spec["start"]
     spec.update(top, space=space)
     path = folder / "space.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -160,23 +166,30 @@ def test_a_sweep_prunes_bad_trials_and_leaves_best_yaml_report_and_plots(sweeps)
         assert (folder / name).stat().st_size > 0, name
     assert (folder / "importances.png").exists()
     report = (folder / "report.md").read_text()
-    best = study.best_trial
-    assert f"## Best: trial {best.number}" in report
+    # Every trial has the same network here: the simplest within one standard error of the
+    # best value is the best value itself.
+    best, chosen = best_trial(study), chosen_trial(study, "simplest")
+    assert best is not None and chosen is not None and chosen.number == best.number
+    assert f"## Chosen: trial {best.number} (select: simplest)" in report
     assert "baselines on the same test split: majority class" in report
     table = [line for line in report.splitlines() if line.startswith("| ") and "|---" not in line]
     assert len(table) == 1 + len(study.trials)  # the header, then every trial, best first
     assert table[1].startswith(f"| {best.number} | complete |")
-    # Each trial's logs and checkpoints in its own folder under the sweep's.
+    # Each trial's logs and checkpoints in its own folder under the sweep's; the size of its
+    # network and of its validation split, for the choice.
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         assert Path(trial.user_attrs["log_dir"]).parent == folder / "trials"
         assert "test/acc" in trial.user_attrs
+        assert trial.user_attrs[SIZE] == 85_002  # the default MLP on the digits
+        assert trial.user_attrs[VAL_SAMPLES] == 270  # 15 % of 1,797 digits
 
 
 @pytest.mark.slow
 def test_best_yaml_trains_the_best_trial_the_normal_way(sweeps, tmp_path: Path) -> None:
     run = sweeps["main"]
     folder = run["folder"] / "runs" / "sweeps" / "space"
-    best = load_study(run["folder"], "space").best_trial
+    best = chosen_trial(load_study(run["folder"], "space"), "simplest")
+    assert best is not None
     config = yaml.safe_load((folder / "best.yaml").read_text())
     assert config["model"]["lr"] == pytest.approx(best.params["model.lr"])
     assert config["model"]["net"]["init_args"]["dropout"] == pytest.approx(
@@ -261,6 +274,24 @@ def test_two_processes_share_one_study_without_running_a_trial_twice(sweeps) -> 
     assert len({tuple(sorted(t.params.items())) for t in done}) == len(done)
     for run in runs:
         assert run["output"].strip().splitlines()[-1].startswith("sweep: ")
+
+
+@pytest.mark.slow
+def test_the_first_trials_are_train_pys_config_then_a_linear_model(sweeps) -> None:
+    """configs/sweep.yaml's start points, by trial number: the same with two processes."""
+    study = load_study(sweeps["shared-a"]["folder"], "shared")
+    defaults = {
+        "model.lr": 0.003,
+        "model.weight_decay": 0.01,
+        "model.net.init_args.dropout": 0.3,
+        "model.net.init_args.hidden_sizes": [256, 256],
+        "data.batch_size": 64,
+    }
+    first, second = (SweepSpec().values(t.params) for t in study.trials[:2])
+    assert first == defaults
+    assert second == {**defaults, "model.net.init_args.hidden_sizes": [], "model.lr": 0.01}
+    assert study.trials[1].user_attrs[SIZE] == 64 * 10 + 10  # a linear model
+    assert all(t.params != study.trials[0].params for t in study.trials[2:])
 
 
 @pytest.mark.slow

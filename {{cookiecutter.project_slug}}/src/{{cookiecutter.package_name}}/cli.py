@@ -149,9 +149,10 @@ class ProjectCLI(LightningCLI):
         """Build model, data and Trainer, then try the network once on the data's shape."""
         absolute_stores(self.config.trainer.logger)  # here: configs dumped unbuilt keep theirs
         super().instantiate_classes()
-        if not self.trainer.loggers:  # --trainer.logger false: nothing to log learning rates to
-            self.trainer.callbacks = [
-                c for c in self.trainer.callbacks if not isinstance(c, LearningRateMonitor)
+        trainer: Any = self.trainer  # its callbacks attribute is set at run time, untyped
+        if not trainer.loggers:  # --trainer.logger false: nothing to log learning rates to
+            trainer.callbacks = [
+                c for c in trainer.callbacks if not isinstance(c, LearningRateMonitor)
             ]
         data = self.datamodule
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)

@@ -10,6 +10,9 @@ Each key of ``space:`` is a dotted config key, the same as on the command line
 
 A trial's values become `--key=value` arguments on top of what the sweep was given, so a
 trial is exactly the `python train.py` run that those arguments make.
+
+``start:`` lists the first trials' values (Optuna's sampler chooses from the next trial on),
+and ``select:`` which complete trial best.yaml takes (see sweep_report.chosen_trial).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +30,7 @@ import yaml
 
 DIRECTIONS = ("maximize", "minimize")
 PRUNERS = ("median", "none")
+SELECTIONS = ("simplest", "best")
 DISTRIBUTION_KEYS = {
     "float": ({"low", "high"}, {"log", "step"}),
     "int": ({"low", "high"}, {"log", "step"}),
@@ -69,6 +73,27 @@ class Distribution:
             self.key, int(self.low), int(self.high), log=self.log, step=int(self.step or 1)
         )
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one this distribution can draw (a start point must be)."""
+        if self.kind == "categorical":
+            return to_param(_plain(value)) in [to_param(c) for c in self.choices]
+        number = int if self.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number):
+            return False
+        assert self.low is not None and self.high is not None, "load_spec checks both"
+        if not self.low <= value <= self.high:
+            return False
+        if self.step is None:
+            return True
+        steps = (value - self.low) / self.step
+        return math.isclose(steps, round(steps), abs_tol=1e-8)
+
+    def as_param(self, value: Any) -> Any:
+        """``value`` as Optuna stores it for this distribution."""
+        if self.kind == "categorical":
+            return to_param(_plain(value))
+        return float(value) if self.kind == "float" else int(value)
+
     def extremes(self) -> list[Any]:
         """The values at the edges of the distribution: if these parse and pass the range
         checks, so does every value in between."""
@@ -85,6 +110,24 @@ class SweepSpec:
     startup_trials: int = 3
     warmup_epochs: int = 3
     space: tuple[Distribution, ...] = field(default_factory=tuple)
+    # The first trials' values, one mapping per trial: space keys to values.
+    start: tuple[dict[str, Any], ...] = ()
+    select: str = "best"
+
+    def start_params(self, config_value: Callable[[str], Any]) -> list[dict[str, Any]]:
+        """The start trials' parameters as Optuna stores them. A key a start point leaves
+        out takes ``config_value(key)``, the value train.py would use, when the space holds
+        it; otherwise the sampler draws it."""
+        points = []
+        for given in self.start:
+            point = {}
+            for distribution in self.space:
+                key = distribution.key
+                value = given[key] if key in given else config_value(key)
+                if key in given or distribution.contains(value):
+                    point[key] = distribution.as_param(value)
+            points.append(point)
+        return points
 
     def values(self, params: dict[str, Any]) -> dict[str, Any]:
         """A trial's values, from what Optuna stored (lists back from their JSON text)."""
@@ -102,6 +145,11 @@ def args_of(values: dict[str, Any]) -> list[str]:
         f"--{key}={value if isinstance(value, str) else json.dumps(value)}"
         for key, value in values.items()
     ]
+
+
+def _plain(value: Any) -> Any:
+    """A parsed config value as YAML would give it (a tuple of layer widths as a list)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def to_param(value: Any) -> Any:
@@ -131,12 +179,15 @@ def load_spec(path: Path) -> SweepSpec:
             f"--space {path}: expected a mapping with a non-empty 'space:' of dotted config "
             "keys, e.g. space: {model.lr: {type: float, low: 1.0e-4, high: 1.0e-1, log: true}}"
         )
-    unknown = set(raw) - {"metric", "direction", "pruner", "space"}
+    unknown = set(raw) - {"metric", "direction", "pruner", "space", "start", "select"}
     if unknown:
         raise SpaceError(
             f"{path}: unknown top-level key(s) {sorted(unknown)}: "
-            "expected metric, direction, pruner and space"
+            "expected metric, direction, pruner, space, start and select"
         )
+    select = raw.get("select", "best")
+    if select not in SELECTIONS:
+        raise SpaceError(f"{path}: select {select!r}: must be simplest or best")
     direction = raw.get("direction", "maximize")
     if direction not in DIRECTIONS:
         raise SpaceError(f"{path}: direction {direction!r}: must be maximize or minimize")
@@ -152,8 +203,49 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(metric, str) or not metric:
         raise SpaceError(f"{path}: metric {metric!r}: must be a logged metric name, e.g. val/acc")
     space = tuple(_distribution(path, key, value) for key, value in raw["space"].items())
+    start = _start_points(path, raw.get("start"), {d.key: d for d in space})
     maximize = direction == "maximize"
-    return SweepSpec(metric, "maximize" if maximize else "minimize", kind, startup, warmup, space)
+    return SweepSpec(
+        metric,
+        "maximize" if maximize else "minimize",
+        kind,
+        startup,
+        warmup,
+        space,
+        start,
+        select,
+    )
+
+
+def _start_points(
+    path: Path, raw: Any, space: dict[str, Distribution]
+) -> tuple[dict[str, Any], ...]:
+    """``start:``, a list of mappings of space keys to values the space can draw."""
+    if raw is None:
+        return ()
+    example = "e.g. start: [{}, " + "{model.lr: 0.01}]"
+    if not isinstance(raw, list) or not all(isinstance(point, dict) for point in raw):
+        raise SpaceError(f"{path}: start must be a list of mappings of space keys, {example}")
+    for number, point in enumerate(raw):
+        for key, value in point.items():
+            if key not in space:
+                close = difflib.get_close_matches(str(key), list(space), n=1, cutoff=0.5)
+                hint = f"did you mean {close[0]}?" if close else "add it to space: first"
+                raise SpaceError(f"{path}: start point {number}: {key} is no space key: {hint}")
+            if not space[key].contains(value):
+                raise SpaceError(
+                    f"{path}: start point {number}: {key}: {value!r} is outside its "
+                    f"distribution {_describe(space[key])}"
+                )
+    return tuple(raw)
+
+
+def _describe(distribution: Distribution) -> str:
+    if distribution.kind == "categorical":
+        return f"(choices {list(distribution.choices)})"
+    step = f", step {distribution.step}" if distribution.step is not None else ""
+    log = ", log" if distribution.log else ""
+    return f"({distribution.kind} from {distribution.low} to {distribution.high}{step}{log})"
 
 
 def _distribution(path: Path, key: Any, value: Any) -> Distribution:

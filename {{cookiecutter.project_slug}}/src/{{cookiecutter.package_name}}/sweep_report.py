@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from .search_space import SweepSpec, from_param
-from .tuning import TIE_BREAK
+from .tuning import SIZE, TIE_BREAK, VAL_SAMPLES
 
 PLOTS = {
     "history": "plot_optimization_history",
@@ -32,6 +33,48 @@ def write_atomic(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(text)
     temporary.replace(path)
+
+
+def standard_error(trial: FrozenTrial) -> float:
+    """The standard error of a complete trial's value. Cross-validated: that of the mean of
+    its folds. Otherwise, for a value in [0, 1] measured on a known number of validation
+    samples (an accuracy), the binomial one, with Agresti and Coull's two successes and two
+    failures added so that a perfect score still has one. Else 0 (unknown)."""
+    folds = trial.user_attrs.get("fold_values") or []
+    if len(folds) > 1:
+        return statistics.stdev(folds) / math.sqrt(len(folds))
+    samples, value = trial.user_attrs.get(VAL_SAMPLES), cast(float, trial.value)
+    if not samples or not 0.0 <= value <= 1.0:
+        return 0.0
+    adjusted = (value * samples + 2) / (samples + 4)
+    return math.sqrt(adjusted * (1 - adjusted) / samples)
+
+
+def chosen_trial(study: optuna.Study, select: str) -> FrozenTrial | None:
+    """The trial best.yaml trains. ``best``: the best value (best_trial). ``simplest``:
+    Breiman's one-standard-error rule, the trial with the fewest parameters among those
+    within one standard error of the best value (then the better value). On a small
+    validation split many trials tie within noise, and the smaller model is the safer bet
+    on new data. Our own code: Optuna selects by value only."""
+    best = best_trial(study)
+    if best is None or select == "best":
+        return best
+    sign = -1 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1
+    limit = sign * cast(float, best.value) + standard_error(best)
+    close = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if sign * cast(float, t.value) <= limit + 1e-12
+    ]
+    return min(
+        close,
+        key=lambda t: (
+            t.user_attrs.get(SIZE, math.inf),
+            sign * cast(float, t.value),
+            t.user_attrs.get(TIE_BREAK, math.inf),
+            t.number,
+        ),
+    )
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -81,6 +124,11 @@ def _number(value: Any) -> str:
     return "" if value is None else f"{value:.4g}"
 
 
+def _count(trial: FrozenTrial) -> str:
+    size = trial.user_attrs.get(SIZE)
+    return "" if size is None else f"{size:,}"
+
+
 def write_report(
     study: optuna.Study,
     spec: SweepSpec,
@@ -88,7 +136,7 @@ def write_report(
     baselines: dict[str, Any],
     plots: dict[str, str],
 ) -> Path:
-    """report.md: the best trial beside the baselines, then every trial, best first."""
+    """report.md: the chosen trial beside the baselines, then every trial, best first."""
     trials = study.get_trials(deepcopy=False)
     counts = {state.name.lower(): 0 for state in TrialState}
     for trial in trials:
@@ -104,14 +152,24 @@ def write_report(
         + f". Each trial's logs and checkpoints: {folder / 'trials'}.",
         "",
     ]
-    best = best_trial(study)
-    if best is not None:
+    best, chosen = best_trial(study), chosen_trial(study, spec.select)
+    if best is not None and chosen is not None:
         lines += [
-            f"## Best: trial {best.number}",
+            f"## Best: trial {chosen.number}"
+            if spec.select == "best"
+            else f"## Chosen: trial {chosen.number} (select: simplest)",
             "",
-            f"- {spec.metric}: {best.value:.4f}",
-            f"- test accuracy (its best checkpoint): {_number(best.user_attrs.get('test/acc'))}",
-            f"- parameters: {format_params(best.params)}",
+            f"- {spec.metric}: {chosen.value:.4f} ± {standard_error(chosen):.4f}",
+        ]
+        if spec.select == "simplest":
+            lines.append(
+                f"- the fewest parameters ({_count(chosen)}) within one standard error of the "
+                f"best value, trial {best.number}'s {best.value:.4f} ± {standard_error(best):.4f}"
+                f" ({_count(best)} parameters)"
+            )
+        lines += [
+            f"- test accuracy (its best checkpoint): {_number(chosen.user_attrs.get('test/acc'))}",
+            f"- values: {format_params(chosen.params)}",
             "- train it: `python train.py --config " + str(folder / "best.yaml") + "`",
         ]
     lines += [
@@ -127,7 +185,7 @@ def write_report(
         "",
     ]
     keys = [d.key for d in spec.space]
-    header = ["trial", "state", spec.metric, "test/acc", *keys, "seconds", "note"]
+    header = ["trial", "state", spec.metric, "test/acc", "parameters", *keys, "seconds", "note"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for trial in sorted_trials(study, spec):
         seconds = f"{trial.duration.total_seconds():.1f}" if trial.duration is not None else ""
@@ -136,6 +194,7 @@ def write_report(
             trial.state.name.lower(),
             _number(trial.value),
             _number(trial.user_attrs.get("test/acc")),
+            _count(trial),
             *(format_value(trial.params[k]) if k in trial.params else "" for k in keys),
             seconds,
             str(trial.user_attrs.get("note", "")).replace("|", "/"),

@@ -18,7 +18,7 @@ import math
 import socket
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,8 @@ SCHEMA_ATTEMPTS = 5  # opening a new database that other processes are creating 
 # The best checkpoint's criterion (configs/default.yaml): it picks each trial's tested epoch,
 # and between trials of equal value the lower loss wins.
 TIE_BREAK = "val/loss"
+SIZE = "parameter_count"  # the trial model's parameters
+VAL_SAMPLES = "val_samples"  # how many samples its metric was measured on
 
 
 class SweepError(RuntimeError):
@@ -112,12 +114,23 @@ class TrialSeededSampler(BaseSampler):
     no two trials share a seed (one seed for the whole sampler would give every process
     the same random start-up trials). TPE keeps no state but its random generator: its
     model is rebuilt from the study's trials at every draw.
+
+    Trial N < len(starts) takes its values from ``starts[N]`` (sweep.yaml's start points)
+    and draws only the keys left out. By trial number, not with Optuna's enqueue_trial:
+    processes that open a new study together would each enqueue them, and run them twice;
+    a trial number goes to one process only. (A start trial that fails is not run again.)
     """
 
-    def __init__(self, seed: int, startup_trials: int) -> None:
+    def __init__(
+        self, seed: int, startup_trials: int, starts: Sequence[dict[str, Any]] = ()
+    ) -> None:
         self.seed = seed
         self.startup_trials = startup_trials
+        self.starts = list(starts)
         self._tpe = self._new(0)
+
+    def _start(self, trial: FrozenTrial) -> dict[str, Any]:
+        return self.starts[trial.number] if trial.number < len(self.starts) else {}
 
     def _new(self, number: int) -> TPESampler:
         return TPESampler(seed=self.seed + number, n_startup_trials=self.startup_trials)
@@ -127,6 +140,8 @@ class TrialSeededSampler(BaseSampler):
         self._tpe.before_trial(study, trial)
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> Any:
+        if self._start(trial):  # every key of a start trial is fixed or drawn on its own
+            return {}
         return self._tpe.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial, space: Any) -> Any:
@@ -135,6 +150,9 @@ class TrialSeededSampler(BaseSampler):
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: Any
     ) -> Any:
+        start = self._start(trial)
+        if name in start:
+            return start[name]
         return self._tpe.sample_independent(study, trial, name, distribution)
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: Any, values: Any) -> None:
@@ -197,6 +215,19 @@ def stopped_by_lightning(trainer: Any) -> Iterator[None]:
         if not trainer.interrupted:
             raise
         raise SweepInterrupted(*lightning_stop(exit)) from None
+
+
+def validation_samples(trainer: Any) -> int | None:
+    """The size of the validation set the trial's metric was measured on (None when the
+    loader has no sized dataset, or validation was limited to some batches)."""
+    loader = trainer.val_dataloaders
+    limit = trainer.limit_val_batches
+    if isinstance(loader, list) or not (isinstance(limit, float) and limit == 1.0):
+        return None
+    try:
+        return len(loader.dataset)
+    except (AttributeError, TypeError):
+        return None
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -319,6 +350,12 @@ class TrialRunner:
                     "trainer.check_val_every_n_epoch and trainer.limit_val_batches"
                 )
             if fold == 0:
+                # For sweep.yaml's select: simplest (sweep_report.chosen_trial). The size of
+                # the validation set, before testing replaces the loaders.
+                trial.set_user_attr(SIZE, sum(p.numel() for p in cli.model.parameters()))
+                samples = validation_samples(trainer)
+                if samples is not None:
+                    trial.set_user_attr(VAL_SAMPLES, samples)
                 best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
                 with stopped_by_lightning(trainer):  # Ctrl-C while testing
                     tested = trainer.test(
