@@ -29,10 +29,11 @@ from {{ cookiecutter.package_name }}.evaluation import (
     load_evaluated,
     write_evaluation,
 )
-from {{ cookiecutter.package_name }}.runtime import quiet_known_noise
+from {{ cookiecutter.package_name }}.runtime import freeze_imports, quiet_known_noise
 
 
 def main(args: list[str] | None = None) -> Path:
+    freeze_imports()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path, help="a .ckpt checkpoint or an exported model")
     parser.add_argument(

@@ -25,6 +25,7 @@ import torch
 from {{ cookiecutter.package_name }}.artifacts import load
 from {{ cookiecutter.package_name }}.images import ImageError, ImageFormat, is_image_file, read_image
 from {{ cookiecutter.package_name }}.model_inputs import InputError, ModelInputs, finite
+from {{ cookiecutter.package_name }}.runtime import freeze_imports
 
 
 @dataclass
@@ -130,6 +131,7 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
 
 
 def main(argv: list[str] | None = None) -> list[Prediction]:
+    freeze_imports()
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("model", type=Path, help="an exported model: .pt, .int8.pt, .pt2, .onnx")
     parser.add_argument(

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from {{ cookiecutter.package_name }}.runtime import freeze_imports
 from {{ cookiecutter.package_name }}.serving import Limits, ServedModel
 
 # --workers > 1: uvicorn starts each worker from an import string; the settings go by this.
@@ -70,6 +71,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    freeze_imports()
     args = parse_args(argv)
     settings = {key: str(value) if key == "model" else value for key, value in vars(args).items()}
     try:

@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
+    freeze_imports,
     quiet_known_noise,
 )
 from {{ cookiecutter.package_name }}.search_space import (
@@ -78,6 +79,7 @@ DEFAULT_SPACE = ROOT / "configs" / "sweep.yaml"
 def main(args: list[str] | None = None) -> Path:
     """Run the missing trials of the study, write its report; return the sweep's folder."""
     start = time.perf_counter()
+    freeze_imports()
     quiet_known_noise()
     # Each trial's CLI gets its arguments from here, not from sys.argv (the sweep's own).
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")

@@ -30,6 +30,7 @@ from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
     describe_run,
+    freeze_imports,
     keep_wandb_offline_safe,
     leave_process_group,
     quiet_known_noise,
@@ -44,6 +45,7 @@ RUN_ERRORS = (NonFiniteError, UnusedParameterError, torch.OutOfMemoryError)
 def main(args: list[str] | None = None) -> Path | None:
     """Run fit -> test -> export; return the path of summary.json (None on ranks but zero)."""
     start = time.perf_counter()
+    freeze_imports()
     quiet_known_noise()
     configure_logging()
     configure_threads()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import io
 import json
 import os
@@ -270,3 +271,11 @@ def logged_values(run_dir: Path, stdout: str, name: str) -> dict[int, float] | N
     values = dict(pairs)
     assert len(values) == len(pairs), f"{name}: a step logged twice"
     return values
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the tests imported (torch, Lightning: millions of objects) lives as long as this
+    process: out of the garbage collector's sight, as in the entry points (runtime.freeze_imports),
+    so that its collections, pytest's own five at the end included, scan only what the tests
+    make. `pytest -m "not slow"` ends 2.5 s sooner."""
+    gc.freeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import netrc
 import os
@@ -16,6 +17,16 @@ from urllib.parse import urlparse
 import torch
 
 log = logging.getLogger(__name__)
+
+
+def freeze_imports() -> None:
+    """Put every object alive now out of the garbage collector's sight, for good: called at
+    the start of an entry point, these are the modules' objects (millions, with torch and
+    Lightning), which live until the process ends anyway. Every full collection of the run,
+    and the last one at exit, then scans only the run's own objects: a process that imports
+    Lightning ends 0.9 s sooner (BENCHMARKS.md of the template, issue 17). Cycles made
+    later are collected as before."""
+    gc.freeze()
 
 
 def available_cores() -> int:
