@@ -42,6 +42,7 @@ from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
     chosen_trial,
     format_params,
+    start_label,
     write_atomic,
     write_plots,
     write_report,
@@ -146,9 +147,7 @@ def sweep(
         before = finished_count(study)
         if before:
             print(f"study {options.name}: {before} of {options.trials} trials finished before")
-        run_trials(
-            study, runner, lambda study, result: print(progress_line(study, result, spec.select))
-        )
+        run_trials(study, runner, lambda study, result: print(progress_line(study, result, spec)))
     except SweepInterrupted as interrupted:
         exit_code, status = interrupted.exit_code, f"interrupted: {interrupted}"
     except KeyboardInterrupt:  # Ctrl-C between two trials
@@ -183,15 +182,16 @@ def sweep(
     return folder
 
 
-def progress_line(study: optuna.Study, result: TrialResult, select: str = "best") -> str:
+def progress_line(study: optuna.Study, result: TrialResult, spec: SweepSpec) -> str:
     """One line per trial: number, state, value, best so far (and the trial best.yaml would
-    take, when another), elapsed time."""
-    best, chosen = best_trial(study), chosen_trial(study, select)
+    take, when another), elapsed time, and a note (why it failed; a start point)."""
+    best, chosen = best_trial(study), chosen_trial(study, spec.select)
     value = "" if result.value is None else f" {result.value:.4f}"
     best_text = f"best {best.value:.4f} (trial {best.number})" if best else "best: none yet"
     if best is not None and chosen is not None and chosen.number != best.number:
         best_text += f", chosen: trial {chosen.number}"
-    note = f"  [{result.note}]" if result.note else ""
+    label = result.note or start_label(spec, result.number)
+    note = f"  [{label}]" if label else ""
     finished = finished_count(study)
     return (
         f"trial {result.number:3d} {result.state:8s}{value:>8s}  {best_text}  "

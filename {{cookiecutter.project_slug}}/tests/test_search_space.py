@@ -306,5 +306,11 @@ def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: 
     header = next(line for line in text.splitlines() if line.startswith("| trial"))
     assert header.startswith("| trial | state | val/acc | test/acc | parameters |")
     assert "| 1 | complete | 0.9884 | 0.97 | 62 |" in text
+    assert "| start point 0: train.py's values |" in text  # the note column
+    assert "| start point 1 |" in text
     best = dataclasses.replace(spec, select="best")
     assert "## Best: trial 0" in write_report(study, best, tmp_path, {}, {}).read_text()
+    add(study, 1.0, 0.1, **{SIZE: 62, VAL_SAMPLES: 86})  # the best value, and the smallest
+    text = write_report(study, spec, tmp_path, {}, {}).read_text()
+    assert "## Chosen: trial 2 (select: simplest)" in text
+    assert "- the best value; no trial within one standard error of it has fewer parameters" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import signal
 import subprocess
 import sys
@@ -292,6 +293,9 @@ def test_the_first_trials_are_train_pys_config_then_a_linear_model(sweeps) -> No
     assert second == {**defaults, "model.net.init_args.hidden_sizes": [], "model.lr": 0.01}
     assert study.trials[1].user_attrs[SIZE] == 64 * 10 + 10  # a linear model
     assert all(t.params != study.trials[0].params for t in study.trials[2:])
+    output = sweeps["shared-a"]["output"] + sweeps["shared-b"]["output"]
+    assert re.search(r"trial +0 .*\[start point 0: train.py's values\]", output)
+    assert re.search(r"trial +1 .*\[start point 1\]", output)
 
 
 @pytest.mark.slow

@@ -96,6 +96,13 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
     )
 
 
+def start_label(spec: SweepSpec, number: int) -> str:
+    """What a start trial is, for people ("" for a trial the sampler chose)."""
+    if number >= len(spec.start):
+        return ""
+    return f"start point {number}" + (": train.py's values" if not spec.start[number] else "")
+
+
 def sorted_trials(study: optuna.Study, spec: SweepSpec) -> list[FrozenTrial]:
     """Best first; trials without a value (failed, running) last, by number."""
     sign = -1 if spec.direction == "maximize" else 1
@@ -161,11 +168,16 @@ def write_report(
             "",
             f"- {spec.metric}: {chosen.value:.4f} ± {standard_error(chosen):.4f}",
         ]
-        if spec.select == "simplest":
+        if spec.select == "simplest" and chosen.number != best.number:
             lines.append(
                 f"- the fewest parameters ({_count(chosen)}) within one standard error of the "
                 f"best value, trial {best.number}'s {best.value:.4f} ± {standard_error(best):.4f}"
                 f" ({_count(best)} parameters)"
+            )
+        elif spec.select == "simplest":
+            lines.append(
+                f"- the best value; no trial within one standard error of it has fewer "
+                f"parameters than its {_count(chosen)}"
             )
         lines += [
             f"- test accuracy (its best checkpoint): {_number(chosen.user_attrs.get('test/acc'))}",
@@ -197,7 +209,9 @@ def write_report(
             _count(trial),
             *(format_value(trial.params[k]) if k in trial.params else "" for k in keys),
             seconds,
-            str(trial.user_attrs.get("note", "")).replace("|", "/"),
+            str(trial.user_attrs.get("note", "") or start_label(spec, trial.number)).replace(
+                "|", "/"
+            ),
         ]
         lines.append("| " + " | ".join(row) + " |")
     if plots:
