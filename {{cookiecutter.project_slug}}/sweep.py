@@ -221,6 +221,13 @@ def summary_lines(
             + f"; {format_params(chosen.params)}{why}"
         )
         lines += baseline_lines(None, baselines)  # the same line as train.py's
+        linear = baselines.get("logistic_regression")
+        if test is not None and linear is not None and test < linear:
+            lines.append(
+                f"note: the chosen trial tests below the logistic regression ({test:.4f} < "
+                f"{linear:.4f}): a linear model (hidden_sizes: []) or a smaller network may "
+                "suit this data better; report.md lists every trial's test accuracy"
+            )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)
 

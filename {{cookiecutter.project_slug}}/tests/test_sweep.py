@@ -502,3 +502,8 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
         f"baselines on the same test split: majority class {baselines['majority_class']:.4g}, "
         f"logistic regression {baselines['logistic_regression']:.4g}"
     ) in report
+    # The end says so when the chosen trial tests below the logistic regression.
+    chosen = chosen_trial(load_study(tmp_path, "sweep"), "simplest")
+    assert chosen is not None
+    below = chosen.user_attrs["test/acc"] < baselines["logistic_regression"]
+    assert ("note: the chosen trial tests below the logistic regression" in output) == below
