@@ -33,7 +33,6 @@ from {{ cookiecutter.package_name }}.runtime import freeze_imports, quiet_known_
 
 
 def main(args: list[str] | None = None) -> Path:
-    freeze_imports()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path, help="a .ckpt checkpoint or an exported model")
     parser.add_argument(
@@ -73,4 +72,5 @@ def main(args: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # a script: nothing of an earlier run is alive to keep
     main()

@@ -131,7 +131,6 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
 
 
 def main(argv: list[str] | None = None) -> list[Prediction]:
-    freeze_imports()
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("model", type=Path, help="an exported model: .pt, .int8.pt, .pt2, .onnx")
     parser.add_argument(
@@ -154,4 +153,5 @@ def main(argv: list[str] | None = None) -> list[Prediction]:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # a script: nothing of an earlier run is alive to keep
     main()

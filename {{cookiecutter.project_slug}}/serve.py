@@ -71,7 +71,6 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    freeze_imports()
     args = parse_args(argv)
     settings = {key: str(value) if key == "model" else value for key, value in vars(args).items()}
     try:
@@ -114,4 +113,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # a script: nothing of an earlier run is alive to keep
     main()

@@ -80,7 +80,6 @@ DEFAULT_SPACE = ROOT / "configs" / "sweep.yaml"
 def main(args: list[str] | None = None) -> Path:
     """Run the missing trials of the study, write its report; return the sweep's folder."""
     start = time.perf_counter()
-    freeze_imports()
     quiet_known_noise()
     # Each trial's CLI gets its arguments from here, not from sys.argv (the sweep's own).
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
@@ -116,6 +115,7 @@ def sweep(
     except (SpaceError, *STARTUP_ERRORS) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    starts, drawn = spec.start_params(base.config.get)
     baselines = compute_baselines(base.datamodule)
     folder.mkdir(parents=True, exist_ok=True)
     storage = options.storage or f"sqlite:///{folder / 'study.db'}"
@@ -125,9 +125,7 @@ def sweep(
         load_if_exists=True,
         direction=spec.direction,
         sampler=TrialSeededSampler(
-            base.config.get("seed_everything") or 0,
-            spec.startup_trials,
-            spec.start_params(base.config.get),
+            base.config.get("seed_everything") or 0, spec.startup_trials, starts
         ),
         pruner=make_pruner(spec),
     )
@@ -142,6 +140,8 @@ def sweep(
         raise SystemExit(2) from None
     if folds_hint:
         print(folds_hint)
+    for line in drawn:
+        print(line)
     exit_code, status = 0, None
     try:
         before = finished_count(study)
@@ -224,13 +224,15 @@ def summary_lines(
         linear = baselines.get("logistic_regression")
         if test is not None and linear is not None and test < linear:
             lines.append(
-                f"note: the chosen trial tests below the logistic regression ({test:.4f} < "
-                f"{linear:.4f}): a linear model (hidden_sizes: []) or a smaller network may "
-                "suit this data better; report.md lists every trial's test accuracy"
+                f"note: the {'best' if spec.select == 'best' else 'chosen'} trial tests below "
+                f"the logistic regression ({test:.4f} < "
+                f"{linear:.4f}): on this data a simpler model, or longer trials, may do "
+                "better; report.md lists every trial's test accuracy"
             )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
+    freeze_imports()  # a script: nothing of an earlier run is alive to keep
     main()

@@ -45,7 +45,6 @@ RUN_ERRORS = (NonFiniteError, UnusedParameterError, torch.OutOfMemoryError)
 def main(args: list[str] | None = None) -> Path | None:
     """Run fit -> test -> export; return the path of summary.json (None on ranks but zero)."""
     start = time.perf_counter()
-    freeze_imports()
     quiet_known_noise()
     configure_logging()
     configure_threads()
@@ -85,4 +84,5 @@ def main(args: list[str] | None = None) -> Path | None:
 
 
 if __name__ == "__main__":
+    freeze_imports()  # a script: nothing of an earlier run is alive to keep
     main()

@@ -275,7 +275,7 @@ def logged_values(run_dir: Path, stdout: str, name: str) -> dict[int, float] | N
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What the tests imported (torch, Lightning: millions of objects) lives as long as this
-    process: out of the garbage collector's sight, as in the entry points (runtime.freeze_imports),
+    process: out of the garbage collector's sight, as the scripts do (runtime.freeze_imports),
     so that its collections, pytest's own five at the end included, scan only what the tests
     make. `pytest -m "not slow"` ends 2.5 s sooner."""
     gc.freeze()

@@ -102,6 +102,18 @@ def write(tmp_path: Path, text: str) -> Path:
             "space: {h: {type: categorical, choices: [[], [8]]}}\nstart: [{h: [9]}]\n",
             "h: [9] is outside its distribution (choices [[], [8]])",
         ),
+        (  # the trial would run 64.0, which the option refuses, and Optuna store 64
+            "space: {b: {type: categorical, choices: [32, 64]}}\nstart: [{b: 64.0}]\n",
+            "b: 64.0 is outside its distribution",
+        ),
+        (
+            "space: {f: {type: categorical, choices: [0, 1]}}\nstart: [{f: false}]\n",
+            "f: False is outside its distribution",
+        ),
+        (
+            "space: {lr: {type: float, low: 0.001, high: 0.1}}\nstart: [{lr: 1e-2}]\n",
+            "'1e-2' is text, not a number (YAML reads 1e-2 as text: write 1.0e-2)",
+        ),
     ],
 )
 def test_a_malformed_space_is_refused_with_what_to_write(
@@ -164,7 +176,11 @@ def test_start_points_are_the_first_trials_and_fill_in_what_they_leave_out() -> 
         "model.net.init_args.hidden_sizes": (256, 256),  # as parsed: a tuple
         "data.batch_size": 48,  # no choice of the space: drawn
     }
-    defaults, linear = spec.start_params(config.get)
+    (defaults, linear), drawn = spec.start_params(config.get)
+    assert drawn == [
+        f"start point {n}: data.batch_size is drawn, train.py's 48 is outside the space"
+        for n in (0, 1)
+    ]
     assert defaults == {
         "model.lr": 0.003,
         "model.weight_decay": 0.01,
@@ -235,6 +251,14 @@ def test_the_standard_error_is_binomial_over_the_validation_samples_or_that_of_t
     assert standard_error(half) == pytest.approx(0.05)
     assert standard_error(folds) == pytest.approx(0.1 / math.sqrt(3))
     assert standard_error(unknown) == standard_error(other) == 0.0
+
+
+def test_only_an_accuracy_has_a_binomial_standard_error() -> None:
+    accuracy, loss = load_spec(CONFIGS / "sweep.yaml"), SweepSpec(metric="val/loss")
+    assert accuracy.metric_is_accuracy and not loss.metric_is_accuracy
+    assert SweepSpec(metric="val_accuracy").metric_is_accuracy
+    assert SweepSpec(metric="valid/Accuracy").metric_is_accuracy
+    assert not SweepSpec(metric="val/f1").metric_is_accuracy
 
 
 def test_simplest_takes_the_fewest_parameters_within_one_standard_error_of_the_best() -> None:
@@ -314,3 +338,10 @@ def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: 
     text = write_report(study, spec, tmp_path, {}, {}).read_text()
     assert "## Chosen: trial 2 (select: simplest)" in text
     assert "- the best value; no trial within one standard error of it has fewer parameters" in text
+    unknown = optuna.create_study(direction="maximize", study_name="loss")
+    add(unknown, 0.9, 0.2, **{SIZE: 1000})  # no validation samples recorded: no error known
+    add(unknown, 0.8, 0.2, **{SIZE: 10})
+    text = write_report(unknown, spec, tmp_path, {}, {}).read_text()
+    assert "## Chosen: trial 0 (select: simplest)" in text
+    assert "- val/acc: 0.9000\n" in text  # no ± 0.0000
+    assert "without --folds, val/acc has no known standard error, so no band" in text

@@ -5,6 +5,7 @@ study; every bad input refused in one line before any trial."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import re
 import signal
@@ -275,6 +276,19 @@ def test_two_processes_share_one_study_without_running_a_trial_twice(sweeps) -> 
     assert len({tuple(sorted(t.params.items())) for t in done}) == len(done)
     for run in runs:
         assert run["output"].strip().splitlines()[-1].startswith("sweep: ")
+
+
+@pytest.mark.slow
+def test_a_sweep_in_a_running_process_hands_back_what_it_froze(tmp_path: Path) -> None:
+    """Trials run with the objects alive before them frozen out of the collector's sight;
+    in a notebook (nothing frozen before), the sweep unfreezes them at the end, so that its
+    own objects can be freed."""
+    gc.unfreeze()  # as in a notebook (this test process froze its imports: conftest.py)
+    try:
+        run_sweep(tmp_path, "--trials", "1", *SHORT)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.freeze()
 
 
 @pytest.mark.slow

@@ -20,12 +20,13 @@ log = logging.getLogger(__name__)
 
 
 def freeze_imports() -> None:
-    """Put every object alive now out of the garbage collector's sight, for good: called at
-    the start of an entry point, these are the modules' objects (millions, with torch and
+    """Put every object alive now out of the garbage collector's sight, for good. Called by
+    each script before its main(), these are the modules' objects (millions, with torch and
     Lightning), which live until the process ends anyway. Every full collection of the run,
     and the last one at exit, then scans only the run's own objects: a process that imports
     Lightning ends 0.9 s sooner (BENCHMARKS.md of the template, issue 17). Cycles made
-    later are collected as before."""
+    later are collected as before. Not for main() called in a running process (a notebook,
+    the tests): a frozen object of an earlier run would never be freed."""
     gc.freeze()
 
 

@@ -76,7 +76,7 @@ class Distribution:
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is one this distribution can draw (a start point must be)."""
         if self.kind == "categorical":
-            return to_param(_plain(value)) in [to_param(c) for c in self.choices]
+            return self._choice_index(value) is not None
         number = int if self.kind == "int" else (int, float)
         if isinstance(value, bool) or not isinstance(value, number):
             return False
@@ -89,10 +89,24 @@ class Distribution:
         return math.isclose(steps, round(steps), abs_tol=1e-8)
 
     def as_param(self, value: Any) -> Any:
-        """``value`` as Optuna stores it for this distribution."""
+        """``value`` (one it contains) as Optuna stores it for this distribution."""
         if self.kind == "categorical":
-            return to_param(_plain(value))
+            index = self._choice_index(value)
+            assert index is not None, "only for a value the distribution contains"
+            return to_param(self.choices[index])
         return float(value) if self.kind == "float" else int(value)
+
+    def _choice_index(self, value: Any) -> int | None:
+        """The choice equal to ``value`` and of its type (64.0 is not the choice 64, nor
+        False the choice 0: the trial would run one and Optuna store the other)."""
+        value = _plain(value)
+        for index, choice in enumerate(self.choices):
+            try:
+                if type(choice) is type(value) and to_param(choice) == to_param(value):
+                    return index
+            except TypeError:  # not JSON (a path, a namespace): no choice is
+                return None
+        return None
 
     def extremes(self) -> list[Any]:
         """The values at the edges of the distribution: if these parse and pass the range
@@ -114,20 +128,34 @@ class SweepSpec:
     start: tuple[dict[str, Any], ...] = ()
     select: str = "best"
 
-    def start_params(self, config_value: Callable[[str], Any]) -> list[dict[str, Any]]:
-        """The start trials' parameters as Optuna stores them. A key a start point leaves
-        out takes ``config_value(key)``, the value train.py would use, when the space holds
-        it; otherwise the sampler draws it."""
-        points = []
-        for given in self.start:
+    @property
+    def metric_is_accuracy(self) -> bool:
+        """An accuracy is a proportion of the validation samples: it has a binomial standard
+        error (sweep_report.standard_error); a loss, or an F1 score, has none without folds."""
+        name = self.metric.rsplit("/", 1)[-1].lower()
+        return name in ("acc", "accuracy") or name.endswith(("_acc", "_accuracy"))
+
+    def start_params(
+        self, config_value: Callable[[str], Any]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """The start trials' parameters as Optuna stores them, and a line for each value the
+        sampler draws instead. A key a start point leaves out takes ``config_value(key)``,
+        the value train.py would use, when the space holds it; otherwise it is drawn."""
+        points, drawn = [], []
+        for number, given in enumerate(self.start):
             point = {}
             for distribution in self.space:
                 key = distribution.key
                 value = given[key] if key in given else config_value(key)
                 if key in given or distribution.contains(value):
                     point[key] = distribution.as_param(value)
+                else:
+                    drawn.append(
+                        f"start point {number}: {key} is drawn, train.py's {value!r} is "
+                        "outside the space"
+                    )
             points.append(point)
-        return points
+        return points, drawn
 
     def values(self, params: dict[str, Any]) -> dict[str, Any]:
         """A trial's values, from what Optuna stored (lists back from their JSON text)."""
@@ -232,6 +260,11 @@ def _start_points(
                 close = difflib.get_close_matches(str(key), list(space), n=1, cutoff=0.5)
                 hint = f"did you mean {close[0]}?" if close else "add it to space: first"
                 raise SpaceError(f"{path}: start point {number}: {key} is no space key: {hint}")
+            if isinstance(value, str) and space[key].kind != "categorical":
+                raise SpaceError(
+                    f"{path}: start point {number}: {key}: {value!r} is text, not a number "
+                    "(YAML reads 1e-2 as text: write 1.0e-2)"
+                )
             if not space[key].contains(value):
                 raise SpaceError(
                     f"{path}: start point {number}: {key}: {value!r} is outside its "

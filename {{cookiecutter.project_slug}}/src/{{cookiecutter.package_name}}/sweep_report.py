@@ -37,9 +37,9 @@ def write_atomic(path: Path, text: str) -> None:
 
 def standard_error(trial: FrozenTrial) -> float:
     """The standard error of a complete trial's value. Cross-validated: that of the mean of
-    its folds. Otherwise, for a value in [0, 1] measured on a known number of validation
-    samples (an accuracy), the binomial one, with Agresti and Coull's two successes and two
-    failures added so that a perfect score still has one. Else 0 (unknown)."""
+    its folds. Otherwise, for an accuracy (the trial records its validation samples only
+    for one), the binomial one, with Agresti and Coull's two successes and two failures
+    added so that a perfect score still has one. Else 0 (unknown)."""
     folds = trial.user_attrs.get("fold_values") or []
     if len(folds) > 1:
         return statistics.stdev(folds) / math.sqrt(len(folds))
@@ -161,14 +161,20 @@ def write_report(
     ]
     best, chosen = best_trial(study), chosen_trial(study, spec.select)
     if best is not None and chosen is not None:
+        error = standard_error(chosen)
         lines += [
             f"## Best: trial {chosen.number}"
             if spec.select == "best"
             else f"## Chosen: trial {chosen.number} (select: simplest)",
             "",
-            f"- {spec.metric}: {chosen.value:.4f} ± {standard_error(chosen):.4f}",
+            f"- {spec.metric}: {chosen.value:.4f}" + (f" ± {error:.4f}" if error else ""),
         ]
-        if spec.select == "simplest" and chosen.number != best.number:
+        if spec.select == "simplest" and not standard_error(best):
+            lines.append(
+                f"- the best value: without --folds, {spec.metric} has no known standard "
+                "error, so no band of trials as good"
+            )
+        elif spec.select == "simplest" and chosen.number != best.number:
             lines.append(
                 f"- the fewest parameters ({_count(chosen)}) within one standard error of the "
                 f"best value, trial {best.number}'s {best.value:.4f} ± {standard_error(best):.4f}"

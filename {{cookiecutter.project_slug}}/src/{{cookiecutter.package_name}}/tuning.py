@@ -50,7 +50,7 @@ SCHEMA_ATTEMPTS = 5  # opening a new database that other processes are creating 
 # and between trials of equal value the lower loss wins.
 TIE_BREAK = "val/loss"
 SIZE = "parameter_count"  # the trial model's parameters
-VAL_SAMPLES = "val_samples"  # how many samples its metric was measured on
+VAL_SAMPLES = "val_samples"  # how many samples its accuracy was measured on
 
 
 class SweepError(RuntimeError):
@@ -354,7 +354,7 @@ class TrialRunner:
                 # the validation set, before testing replaces the loaders.
                 trial.set_user_attr(SIZE, sum(p.numel() for p in cli.model.parameters()))
                 samples = validation_samples(trainer)
-                if samples is not None:
+                if samples is not None and self.spec.metric_is_accuracy:
                     trial.set_user_attr(VAL_SAMPLES, samples)
                 best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
                 with stopped_by_lightning(trainer):  # Ctrl-C while testing
@@ -395,8 +395,23 @@ def run_trials(
     MAX_FAILURES_IN_A_ROW failed trials."""
     # Everything alive now (the imports, the study) lives as long as the sweep: out of the
     # collector's sight, so that each trial's collection scans only that trial's objects
-    # (0.3 s a trial otherwise, with torch and Lightning loaded).
+    # (0.3 s a trial otherwise, with torch and Lightning loaded). In a running process (a
+    # notebook, the tests) it is handed back at the end, so that the sweep's objects can go.
+    frozen_before = gc.get_freeze_count()
+    gc.collect()  # once: what is garbage now (an earlier run in this process) is not frozen
     gc.freeze()
+    try:
+        _run_until_full(study, runner, progress)
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
+
+
+def _run_until_full(
+    study: optuna.Study,
+    runner: TrialRunner,
+    progress: Callable[[optuna.Study, TrialResult], None],
+) -> None:
     failures = 0
     while True:
         fail_dead_trials(study)
@@ -411,7 +426,7 @@ def run_trials(
         runner.last_number = None
         study.optimize(runner, n_trials=1, catch=(TrialFailed,))
         # The trial's Trainer, model and loaders hold reference cycles: free them now, not
-        # one more per trial (GPU memory included). Cheap after the gc.freeze() below.
+        # one more per trial (GPU memory included). Cheap after run_trials' gc.freeze().
         gc.collect()
         if runner.last_number is None:
             continue
