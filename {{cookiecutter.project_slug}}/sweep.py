@@ -164,7 +164,7 @@ def sweep(
                 [*train_args, *spec.as_args(chosen.params)],
                 DEFAULT_CONFIG,
                 [
-                    f"The {'best' if spec.select == 'best' else 'chosen'} trial "
+                    f"The {spec.chosen_word} trial "
                     f"({chosen.number}) of sweep {options.name}: {spec.metric} "
                     f"{chosen.value:.4f}; {format_params(chosen.params)}",
                     f"python train.py --config {folder / 'best.yaml'}",
@@ -215,7 +215,7 @@ def summary_lines(
                 f"{best.number}'s {best.value:.4f})"
             )
         lines.append(
-            f"{'best' if spec.select == 'best' else 'chosen'} trial {chosen.number}: "
+            f"{spec.chosen_word} trial {chosen.number}: "
             f"{spec.metric} {chosen.value:.4f}"
             + (f", test accuracy {test:.4f}" if test is not None else "")
             + f"; {format_params(chosen.params)}{why}"
@@ -224,7 +224,7 @@ def summary_lines(
         linear = baselines.get("logistic_regression")
         if test is not None and linear is not None and test < linear:
             lines.append(
-                f"note: the {'best' if spec.select == 'best' else 'chosen'} trial tests below "
+                f"note: the {spec.chosen_word} trial tests below "
                 f"the logistic regression ({test:.4f} < "
                 f"{linear:.4f}): on this data a simpler model, or longer trials, may do "
                 "better; report.md lists every trial's test accuracy"

@@ -129,6 +129,12 @@ class SweepSpec:
     select: str = "best"
 
     @property
+    def chosen_word(self) -> str:
+        """What the outputs call the trial best.yaml takes: "best", or "chosen" when it is
+        the simplest trial as good as the best."""
+        return "best" if self.select == "best" else "chosen"
+
+    @property
     def metric_is_accuracy(self) -> bool:
         """An accuracy is a proportion of the validation samples: it has a binomial standard
         error (sweep_report.standard_error); a loss, or an F1 score, has none without folds."""
