@@ -35,7 +35,7 @@ demo: venv
 # Every benchmark at full size (~30 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
 bench: venv
 	mkdir -p build
-	for script in loop_overhead callback_overhead export_formats runs ddp_plain sweep_cost serve_load; do \
+	for script in loop_overhead callback_overhead export_formats runs ddp_plain sweep_cost sweep_splits serve_load; do \
 		WANDB_MODE=offline $(PY) benchmarks/$$script.py || exit 1; \
 	done 2>build/benchmarks.log | tee build/benchmarks.md
 

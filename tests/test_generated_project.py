@@ -242,6 +242,7 @@ SMOKES = {
     "runs": r"\| 2 processes \(configs/ddp-cpu.yaml\) \| 64 \| \d+ \|",
     "ddp_plain": r"\| 64 \| 2 processes \(gloo\), DDP defaults \| \d+ \|",
     "sweep_cost": r"\| trial / its training \(target <= 1.10\) \| [\d.]+ \|",
+    "sweep_splits": r"\| chosen \(select: simplest\) \| [01] of 1 \| [+-]\d+\.\d+ \|",
     # every server answered every request of its load, and answered it right
     "serve_load": r"At 32 clients: FastAPI \(uvicorn, 1 worker\) \d+ req/s, .*; failures: 0\.",
 }
