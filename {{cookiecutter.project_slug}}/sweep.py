@@ -37,7 +37,7 @@ from {{ cookiecutter.package_name }}.search_space import (
     check_keys,
     load_spec,
 )
-from {{ cookiecutter.package_name }}.summary import baseline_lines
+from {{ cookiecutter.package_name }}.summary import baseline_lines, samples_apart
 from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
     chosen_trial,
@@ -224,10 +224,10 @@ def summary_lines(
         linear = baselines.get("logistic_regression")
         if test is not None and linear is not None and test < linear:
             lines.append(
-                f"note: the {spec.chosen_word} trial tests below "
-                f"the logistic regression ({test:.4f} < "
-                f"{linear:.4f}): on this data a simpler model, or longer trials, may do "
-                "better; report.md lists every trial's test accuracy"
+                f"note: the {spec.chosen_word} trial tests below the logistic regression"
+                f"{samples_apart(test, baselines)} ({test:.4f} < {linear:.4f}): on this data "
+                "a simpler model, or longer trials, may do better; report.md lists every "
+                "trial's test accuracy"
             )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)

@@ -99,8 +99,10 @@ def test_baselines_are_the_same_on_every_call(tmp_path: Path) -> None:
 
 
 def test_built_in_digits_baselines() -> None:
-    result = compute_baselines(ClassificationDataModule())
-    assert set(result) == {"majority_class", "logistic_regression"}
+    data = ClassificationDataModule()
+    result = compute_baselines(data)
+    assert set(result) == {"majority_class", "logistic_regression", "test_samples"}
+    assert result["test_samples"] == len(data.test_idx) == 270  # 15 % of 1,797 digits
     assert result["majority_class"] == pytest.approx(0.1, abs=0.01)  # ten balanced classes
     assert result["logistic_regression"] > 0.9
 
@@ -132,7 +134,7 @@ def summary_with(accuracy: float, found: dict | None) -> dict:
 
 
 def test_end_of_run_lines_show_the_baselines() -> None:
-    found = {"majority_class": 0.1019, "logistic_regression": 0.963}
+    found = {"majority_class": 0.1019, "logistic_regression": 0.963, "test_samples": 270}
     lines = format_summary(summary_with(0.98, found)).splitlines()
     assert lines[0].startswith("test accuracy 0.9800")
     assert lines[1] == "baselines (test split): majority class 0.1019, logistic regression 0.9630"
@@ -140,6 +142,12 @@ def test_end_of_run_lines_show_the_baselines() -> None:
 
     below = format_summary(summary_with(0.95, found)).splitlines()
     assert below[2] == (
+        "note: the network is below the logistic regression by 4 of 270 test samples: tune it "
+        "with python sweep.py (README: Tune it)"
+    )
+    # The summary.json of an earlier version, without the test split's size: no count.
+    older = {key: value for key, value in found.items() if key != "test_samples"}
+    assert format_summary(summary_with(0.95, older)).splitlines()[2] == (
         "note: the network is below the logistic regression: tune it with python sweep.py "
         "(README: Tune it)"
     )

@@ -29,11 +29,15 @@ MAX_ITER = 200  # lbfgs iterations: the digits need 28; a fit stopped here is st
 
 def compute_baselines(datamodule: ClassificationDataModule) -> dict[str, Any]:
     """Test-split accuracies of the majority class and of a logistic regression, both fit on
-    the training split only: {"majority_class": float, "logistic_regression": float | None},
-    with "skipped" (the reason, one line) where the logistic regression was not fit."""
+    the training split only: {"majority_class": float, "logistic_regression": float | None,
+    "test_samples": int}, with "skipped" (the reason, one line) where the logistic regression
+    was not fit. The test split's size tells how many samples a difference is."""
     train_y, test_y = datamodule.split_labels("train"), datamodule.split_labels("test")
     majority = np.bincount(train_y).argmax()  # ties: the lowest class, the same on every run
-    baselines: dict[str, Any] = {"majority_class": _rounded(np.mean(test_y == majority))}
+    baselines: dict[str, Any] = {
+        "majority_class": _rounded(np.mean(test_y == majority)),
+        "test_samples": len(test_y),
+    }
     # Decided from the shapes: a large dataset's features are not copied only to be skipped.
     skipped = _too_slow(len(train_y), math.prod(datamodule.input_shape))
     if skipped:
