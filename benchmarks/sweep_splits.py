@@ -12,7 +12,7 @@ If even the last meets the bar only about half the time, the bar measures the no
 86-sample test split, which no choice made on the validation split can beat.
 
 To run:
-    .venv/bin/python benchmarks/sweep_splits.py             # 20 splits, ~15 minutes on 2 cores
+    .venv/bin/python benchmarks/sweep_splits.py             # 20 splits, ~8 minutes on 2 cores
     .venv/bin/python benchmarks/sweep_splits.py --smoke     # 1 split, 2 trials of 2 epochs
 """
 
