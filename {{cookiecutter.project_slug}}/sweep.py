@@ -23,7 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from {{ cookiecutter.package_name }}.baselines import compute_baselines
+from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
@@ -37,7 +37,7 @@ from {{ cookiecutter.package_name }}.search_space import (
     check_keys,
     load_spec,
 )
-from {{ cookiecutter.package_name }}.summary import baseline_lines, samples_apart
+from {{ cookiecutter.package_name }}.summary import baseline_lines
 from {{ cookiecutter.package_name }}.sweep_report import (
     best_trial,
     chosen_trial,
@@ -223,11 +223,17 @@ def summary_lines(
         lines += baseline_lines(None, baselines)  # the same line as train.py's
         linear = baselines.get("logistic_regression")
         if test is not None and linear is not None and test < linear:
+            gap = linear_gap(test, baselines)
+            advice = "on this data a simpler model, or longer trials, may do better"
+            if gap and gap.within_chance:
+                advice = (
+                    f"under two standard errors of a test split this size ({gap.chance:.1f} "
+                    "samples), as likely chance as a worse model (README: Tune it)"
+                )
             lines.append(
                 f"note: the {spec.chosen_word} trial tests below the logistic regression"
-                f"{samples_apart(test, baselines)} ({test:.4f} < {linear:.4f}): on this data "
-                "a simpler model, or longer trials, may do better; report.md lists every "
-                "trial's test accuracy"
+                f"{f' {gap}' if gap else ''} ({test:.4f} < {linear:.4f}): {advice}; report.md "
+                "lists every trial's test accuracy"
             )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ the network's test split; in summary.json and in the end-of-run lines."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from {{ cookiecutter.package_name }} import baselines
-from {{ cookiecutter.package_name }}.baselines import compute_baselines
+from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.data_files import read_data
 from {{ cookiecutter.package_name }}.summary import format_summary
@@ -133,6 +134,26 @@ def summary_with(accuracy: float, found: dict | None) -> dict:
     }
 
 
+def test_a_gap_to_the_logistic_regression_is_counted_in_test_samples() -> None:
+    found = {"majority_class": 0.6, "logistic_regression": 83 / 86, "test_samples": 86}
+    gap = linear_gap(80 / 86, found)
+    assert gap is not None and (gap.samples, gap.test_samples) == (3, 86)
+    assert str(gap) == "by 3 of 86 test samples"
+    # Two binomial standard errors of 83 of 86, with two successes and two failures added.
+    assert gap.chance == pytest.approx(2 * math.sqrt(86 * (85 / 90) * (5 / 90)))
+    assert gap.within_chance  # 3 < 4.25
+    farther = linear_gap(78 / 86, found)
+    assert farther is not None and not farther.within_chance  # 5 samples
+    assert linear_gap(83 / 86, found) is None and linear_gap(1.0, found) is None  # not below
+    # A perfect logistic regression still has a standard error: one sample is chance.
+    perfect = {**found, "logistic_regression": 1.0}
+    one_wrong = linear_gap(85 / 86, perfect)
+    assert one_wrong is not None and one_wrong.within_chance
+    # No logistic regression (skipped), or baselines that predate the test split's size.
+    assert linear_gap(0.5, {**found, "logistic_regression": None}) is None
+    assert linear_gap(0.5, {"majority_class": 0.6, "logistic_regression": 0.9}) is None
+
+
 def test_end_of_run_lines_show_the_baselines() -> None:
     found = {"majority_class": 0.1019, "logistic_regression": 0.963, "test_samples": 270}
     lines = format_summary(summary_with(0.98, found)).splitlines()
@@ -142,7 +163,12 @@ def test_end_of_run_lines_show_the_baselines() -> None:
 
     below = format_summary(summary_with(0.95, found)).splitlines()
     assert below[2] == (
-        "note: the network is below the logistic regression by 4 of 270 test samples: tune it "
+        "note: the network is below the logistic regression by 4 of 270 test samples (within "
+        "chance on a test split this size): tune it with python sweep.py (README: Tune it)"
+    )
+    far_below = format_summary(summary_with(0.9, found)).splitlines()
+    assert far_below[2] == (
+        "note: the network is below the logistic regression by 17 of 270 test samples: tune it "
         "with python sweep.py (README: Tune it)"
     )
     # The summary.json of an earlier version, without the test split's size: no count.

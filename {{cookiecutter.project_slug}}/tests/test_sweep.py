@@ -20,6 +20,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from {{ cookiecutter.package_name }}.baselines import linear_gap
 from {{ cookiecutter.package_name }}.search_space import SweepSpec
 from {{ cookiecutter.package_name }}.sweep_report import best_trial, chosen_trial
 from {{ cookiecutter.package_name }}.tuning import SIZE, VAL_SAMPLES
@@ -522,6 +523,7 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
     assert chosen is not None
     below = chosen.user_attrs["test/acc"] < baselines["logistic_regression"]
     assert ("note: the chosen trial tests below the logistic regression" in output) == below
-    if below:  # by how many of the 86 test samples
-        apart = round((baselines["logistic_regression"] - chosen.user_attrs["test/acc"]) * 86)
-        assert f"logistic regression by {apart} of 86 test samples (" in output
+    gap = linear_gap(chosen.user_attrs["test/acc"], baselines)
+    if gap is not None:  # by how many of the 86 test samples, and whether that is chance
+        assert f"logistic regression by {gap.samples} of 86 test samples (" in output
+        assert ("as likely chance as a worse model" in output) == gap.within_chance

@@ -12,6 +12,8 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
+from .baselines import linear_gap
+
 PACKAGES = ("torch", "lightning", "torchmetrics", "scikit-learn", "numpy")
 
 
@@ -178,23 +180,13 @@ def baseline_lines(accuracy: float | None, baselines: dict[str, Any] | None) -> 
         f"logistic regression {regression}"
     ]
     if accuracy is not None and linear is not None and accuracy < linear:
-        apart = samples_apart(accuracy, baselines)
+        gap = linear_gap(accuracy, baselines)
+        chance = " (within chance on a test split this size)" if gap and gap.within_chance else ""
         lines.append(
-            f"note: the network is below the logistic regression{apart}: tune it with python "
-            "sweep.py (README: Tune it)"
+            f"note: the network is below the logistic regression{f' {gap}' if gap else ''}"
+            f"{chance}: tune it with python sweep.py (README: Tune it)"
         )
     return lines
-
-
-def samples_apart(accuracy: float, baselines: dict[str, Any]) -> str:
-    """The words " by N of M test samples": how far an accuracy is below the logistic regression, in
-    samples. On a small test split a gap of a sample or two is within chance (README: Tune
-    it); "" for baselines computed before they held the test split's size."""
-    samples = baselines.get("test_samples")
-    if not samples:
-        return ""
-    apart = round((baselines["logistic_regression"] - accuracy) * samples)
-    return f" by {apart} of {samples} test samples"
 
 
 PREDICT_PREFERENCE = ("torch.export", "torchscript", "onnx", "int8")
