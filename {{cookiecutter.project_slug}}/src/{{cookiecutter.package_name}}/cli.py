@@ -21,6 +21,7 @@ from .checkpoints import (
 from .data import ClassificationDataModule
 from .data_files import DataError
 from .hardware import HardwareError, check_hardware
+from .hook_dispatch import skip_no_op_batch_hooks
 from .logger_resume import AfterBuild, continue_logger_run
 from .mlflow_store import absolute_stores
 from .module import LitClassifier
@@ -154,6 +155,7 @@ class ProjectCLI(LightningCLI):
             trainer.callbacks = [
                 c for c in trainer.callbacks if not isinstance(c, LearningRateMonitor)
             ]
+        skip_no_op_batch_hooks(trainer.callbacks)
         data = self.datamodule
         check_network_output(self.model.model.net, data.input_shape, data.num_classes)
         if self.config.ckpt_path is not None:
