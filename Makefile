@@ -32,7 +32,7 @@ demo: venv
 	$(VENV)/bin/cookiecutter . --no-input --output-dir $(DEMO_DIR)
 	cd $(DEMO_DIR)/digits-classifier && $(PY) -m pip install --quiet -e ".[dev]" && $(PY) train.py
 
-# Every benchmark at full size (~30 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
+# Every benchmark at full size (~40 minutes on 2 cores); figures go into BENCHMARKS.md by hand.
 bench: venv
 	mkdir -p build
 	for script in loop_overhead callback_overhead export_formats runs ddp_plain sweep_cost sweep_splits serve_load; do \

@@ -23,7 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
+from {{ cookiecutter.package_name }}.baselines import below_linear, compute_baselines, linear_gap
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
@@ -222,18 +222,16 @@ def summary_lines(
         )
         lines += baseline_lines(None, baselines)  # the same line as train.py's
         linear = baselines.get("logistic_regression")
-        if test is not None and linear is not None and test < linear:
+        if test is not None and linear is not None and below_linear(test, baselines):
             gap = linear_gap(test, baselines)
-            advice = "on this data a simpler model, or longer trials, may do better"
+            what = f"gets {gap} than" if gap else "tests below"
+            advice = ": on this data a simpler model, or longer trials, may do better"
             if gap and gap.within_chance:
-                advice = (
-                    f"under two standard errors of a test split this size ({gap.chance:.1f} "
-                    "samples), as likely chance as a worse model (README: Tune it)"
-                )
+                advice = f", {gap.chance_words()} (README: Tune it)"
             lines.append(
-                f"note: the {spec.chosen_word} trial tests below the logistic regression"
-                f"{f' {gap}' if gap else ''} ({test:.4f} < {linear:.4f}): {advice}; report.md "
-                "lists every trial's test accuracy"
+                f"note: the {spec.chosen_word} trial {what} the logistic regression "
+                f"({test:.4f} < {linear:.4f}){advice}; report.md lists every trial's test "
+                "accuracy"
             )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ through Lightning's own dispatch, on a real fit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from lightning.pytorch.demos.boring_classes import BoringModel
 
 from {{ cookiecutter.package_name }}.callbacks import GradientMonitor, RandomState
 from {{ cookiecutter.package_name }}.hook_dispatch import PER_BATCH_HOOKS, skip_no_op_batch_hooks
+
+from .conftest import build
 
 
 class CountsBatches(Callback):
@@ -33,6 +36,29 @@ class CountsMore(CountsBatches):
 
     def on_before_backward(self, *args: Any) -> None:
         self.calls["on_before_backward"] = self.calls.get("on_before_backward", 0) + 1
+
+
+@dataclass(frozen=True)
+class FrozenCallback(Callback):
+    """Takes no new attribute: every hook stays, as Lightning would call them anyway."""
+
+    name: str = "frozen"
+
+
+def test_a_callback_that_takes_no_new_attribute_is_left_as_it_is() -> None:
+    frozen = FrozenCallback()
+    assert skip_no_op_batch_hooks([frozen, RandomState()]) == 8  # RandomState's only
+    assert all(callable(getattr(frozen, name)) for name in PER_BATCH_HOOKS)
+
+
+@pytest.mark.slow
+def test_the_project_cli_skips_them_in_the_runs_it_builds(tmp_path: Path) -> None:
+    cli = build(tmp_path, "--trainer.max_epochs=1")
+    callbacks: list[Callback] = cli.trainer.callbacks
+    state = next(c for c in callbacks if isinstance(c, RandomState))
+    guard = next(c for c in callbacks if isinstance(c, GradientMonitor))
+    assert all(getattr(state, name) is None for name in PER_BATCH_HOOKS)
+    assert callable(guard.on_before_backward) and guard.on_train_batch_start is None
 
 
 def test_only_the_inherited_no_op_hooks_are_skipped() -> None:

@@ -3,12 +3,13 @@
 Lightning calls every per-batch hook of every callback on every batch, whether the callback
 implements it or not, each call inside a profiler context with a name formatted for it
 (`_call_callback_hooks` in lightning/pytorch/trainer/call.py). The default config's 10
-callbacks implement 8 of the 60 calls of each training step; the rest are the base class's
+callbacks implement 7 of the 60 calls of each training step; the rest are the base class's
 no-ops. That function skips an attribute that is not callable, so setting each inherited
 no-op hook to None on the callback object saves them: an epoch of the default model took
-0.93x the time (BENCHMARKS.md), with the same weights. Our own code: Lightning has no option
-for it. Only the per-batch hooks are touched, and only where the callback object inherits
-Callback's own method: a hook a class or object defines (a LambdaCallback's) is kept.
+0.93-0.97x the time (BENCHMARKS.md), with the same weights. Our own code: Lightning has no
+option for it. Only the per-batch hooks are touched, and only where the callback object
+inherits Callback's own method: a hook a class or object defines (a LambdaCallback's) is
+kept, and so is every hook of an object that takes no new attribute (a frozen dataclass).
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ def skip_no_op_batch_hooks(callbacks: Iterable[Callback]) -> int:
     for callback in callbacks:
         for name in PER_BATCH_HOOKS:
             hook = getattr(callback, name, None)
-            if getattr(hook, "__func__", None) is getattr(Callback, name):
+            if getattr(hook, "__func__", None) is not getattr(Callback, name):
+                continue
+            try:
                 setattr(callback, name, None)
-                skipped += 1
+            except (AttributeError, TypeError):  # frozen: it is called, as without this
+                break
+            skipped += 1
     return skipped
