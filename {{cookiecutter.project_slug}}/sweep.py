@@ -23,7 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from {{ cookiecutter.package_name }}.baselines import below_linear, compute_baselines, linear_gap
+from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
 from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
@@ -221,17 +221,15 @@ def summary_lines(
             + f"; {format_params(chosen.params)}{why}"
         )
         lines += baseline_lines(None, baselines)  # the same line as train.py's
-        linear = baselines.get("logistic_regression")
-        if test is not None and linear is not None and below_linear(test, baselines):
-            gap = linear_gap(test, baselines)
-            what = f"gets {gap} than" if gap else "tests below"
+        gap = linear_gap(test, baselines) if test is not None else None
+        if gap is not None:
             advice = ": on this data a simpler model, or longer trials, may do better"
-            if gap and gap.within_chance:
+            if gap.within_chance:
                 advice = f", {gap.chance_words()} (README: Tune it)"
             lines.append(
-                f"note: the {spec.chosen_word} trial {what} the logistic regression "
-                f"({test:.4f} < {linear:.4f}){advice}; report.md lists every trial's test "
-                "accuracy"
+                f"note: the {spec.chosen_word} trial gets {gap} than the logistic regression "
+                f"({test:.4f} < {baselines['logistic_regression']:.4f}){advice}; report.md "
+                "lists every trial's test accuracy"
             )
         lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
     return "\n".join(lines)

@@ -98,31 +98,24 @@ class LinearGap:
 def linear_gap(accuracy: float, baselines: dict[str, Any]) -> LinearGap | None:
     """The gap of ``accuracy`` below the logistic regression, in whole test samples; None
     when it is not a sample below (the same count right can read a hair below: the network's
-    accuracy comes as float32, the baseline's as float64), the logistic regression was
-    skipped, or the baselines predate the test split's size. The standard error is the
-    binomial one, with Agresti and Coull's two successes and two failures added (as the
-    sweep's one-SE rule: a perfect score still has one)."""
+    accuracy comes as float32, the baseline's as float64) or the logistic regression was
+    skipped."""
     linear, test_samples = baselines.get("logistic_regression"), baselines.get("test_samples")
     if linear is None or not test_samples:
         return None
     samples = round((linear - accuracy) * test_samples)
     if samples < 1:
         return None
-    adjusted = (linear * test_samples + 2) / (test_samples + 4)
-    chance = 2 * math.sqrt(test_samples * adjusted * (1 - adjusted))
+    chance = 2 * test_samples * binomial_standard_error(linear, test_samples)
     return LinearGap(samples, test_samples, chance)
 
 
-def below_linear(accuracy: float, baselines: dict[str, Any]) -> bool:
-    """Whether ``accuracy`` is below the logistic regression: by a whole test sample where
-    the test split's size is known, else (a summary.json of an earlier version) by more than
-    the rounding of the two figures."""
-    linear = baselines.get("logistic_regression")
-    if linear is None:
-        return False
-    if baselines.get("test_samples"):
-        return linear_gap(accuracy, baselines) is not None
-    return accuracy < linear - 1e-5
+def binomial_standard_error(proportion: float, samples: int) -> float:
+    """The standard error of a proportion of ``samples`` (an accuracy), with Agresti and
+    Coull's two successes and two failures added: a perfect score still has one. Shared by
+    the notes here and the sweep's one-standard-error rule (sweep_report)."""
+    adjusted = (proportion * samples + 2) / (samples + 4)
+    return math.sqrt(adjusted * (1 - adjusted) / samples)
 
 
 def _too_slow(samples: int, features: int) -> str | None:

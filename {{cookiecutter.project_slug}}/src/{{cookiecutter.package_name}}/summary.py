@@ -12,7 +12,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
-from .baselines import below_linear, linear_gap
+from .baselines import linear_gap
 
 PACKAGES = ("torch", "lightning", "torchmetrics", "scikit-learn", "numpy")
 
@@ -179,25 +179,17 @@ def baseline_lines(accuracy: float | None, baselines: dict[str, Any] | None) -> 
         f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
         f"logistic regression {regression}"
     ]
-    if accuracy is not None and below_linear(accuracy, baselines):
-        lines.append(f"note: {_below_linear_note(accuracy, baselines)}")
-    return lines
-
-
-def _below_linear_note(accuracy: float, baselines: dict[str, Any]) -> str:
-    """By how many test samples the network trails the logistic regression, and whether that
-    is within chance (then a sweep is worth a try, not a verdict)."""
-    gap = linear_gap(accuracy, baselines)
-    if gap is None:  # a summary.json of an earlier version: no test split size
-        what = "the network is below the logistic regression"
-    else:
-        what = f"the network gets {gap} than the logistic regression"
-        if gap.within_chance:
-            return (
+    gap = linear_gap(accuracy, baselines) if accuracy is not None else None
+    if gap is not None:
+        what = f"note: the network gets {gap} than the logistic regression"
+        if gap.within_chance:  # worth a sweep, not a verdict
+            lines.append(
                 f"{what}, {gap.chance_words()}; python sweep.py may still find a better one "
                 "(README: Tune it)"
             )
-    return f"{what}: tune it with python sweep.py (README: Tune it)"
+        else:
+            lines.append(f"{what}: tune it with python sweep.py (README: Tune it)")
+    return lines
 
 
 PREDICT_PREFERENCE = ("torch.export", "torchscript", "onnx", "int8")

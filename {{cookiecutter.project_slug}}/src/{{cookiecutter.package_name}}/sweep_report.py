@@ -17,6 +17,7 @@ from typing import Any, cast
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from .baselines import binomial_standard_error
 from .search_space import SweepSpec, from_param
 from .tuning import SIZE, TIE_BREAK, VAL_SAMPLES
 
@@ -46,8 +47,7 @@ def standard_error(trial: FrozenTrial) -> float:
     samples, value = trial.user_attrs.get(VAL_SAMPLES), cast(float, trial.value)
     if not samples or not 0.0 <= value <= 1.0:
         return 0.0
-    adjusted = (value * samples + 2) / (samples + 4)
-    return math.sqrt(adjusted * (1 - adjusted) / samples)
+    return binomial_standard_error(value, samples)
 
 
 def chosen_trial(study: optuna.Study, select: str) -> FrozenTrial | None:
