@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -46,55 +47,78 @@ def test_generated_test_suite_passes(bake, logger: str) -> None:
         assert skipped == (logger != name), result.stdout[-3000:]
 
 
-def test_install_and_default_run_as_a_user_would(bake) -> None:
+def test_install_and_default_run_as_a_user_would(
+    bake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """README steps: pip install -e ".[dev]", python train.py, predict.py: offline, stdin closed.
 
+    After the install, three chains of the README's runs go at once, each in its own copy of
+    the project (runs of one folder would race for the logger's next version folder), all on
+    the one editable install: the default run then your own network; the CNN then an image
+    folder; a sweep. Each is mostly processes starting one after another, which overlap.
     (The generated pytest itself runs once per logger in test_generated_test_suite_passes.)"""
     project = bake()
     install = run([PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]"], cwd=project)
     assert install.returncode == 0, install.stdout + install.stderr
     try:
-        train = run([PYTHON, "train.py"], cwd=project)  # no PYTHONPATH: the install must work
-        assert train.returncode == 0, train.stdout[-5000:] + train.stderr[-5000:]
-        last_line = train.stdout.rstrip().splitlines()[-1]
-        assert last_line.startswith("summary: ")
-        summary_path = Path(last_line.removeprefix("summary: "))
-        summary = json.loads(summary_path.read_text())
-        assert summary_path.is_relative_to(project / "runs")
-        assert summary["metrics"]["test/acc"] >= 0.97, summary["metrics"]
-        assert summary["epochs"] == 60
-        assert Path(summary["paths"]["best_checkpoint"]).is_file()
-        assert (summary_path.parent / "config.yaml").is_file(), "the run's exact config is kept"
-        warnings = [
-            line for line in (train.stdout + train.stderr).splitlines() if "Warning" in line
-        ]
-        assert warnings == [], warnings
-        # What a person reads at the end: plots, how to view logs, how to predict; no bar.
-        for start in ("plots: ", "logs: tensorboard --logdir ", "predict: python predict.py "):
-            assert any(line.startswith(start) for line in train.stdout.splitlines()), start
-        assert "Epoch 59" not in train.stdout + train.stderr, "no progress bar off a terminal"
-        assert all(Path(path).is_file() for path in summary["paths"]["plots"].values())
-        exports = summary["export"]  # the template's test environment has the onnx extra
-        assert list(exports) == ["eager", "torchscript", "int8", "torch.export", "onnx"]
-        assert exports["int8"]["accuracy"] >= exports["eager"]["accuracy"] - 0.01
-        assert Path(summary["paths"]["export_report"]).is_file()
-        inputs = project / "digits.npy"
-        np.save(inputs, load_digits().data[:3])  # raw pixels of digits 0, 1, 2
-        predict = run(
-            [PYTHON, "predict.py", exports["torch.export"]["path"], str(inputs)], cwd=project
-        )
-        assert predict.returncode == 0, predict.stderr
-        assert [line.split(": ")[1][0] for line in predict.stdout.splitlines()] == ["0", "1", "2"]
-        cnn_on_the_digits_then_predict_an_image(project)
-        sweep_as_the_readme_says(project)
-        own_network_in_the_project_root(project)
-        own_image_folder_with_the_cnn(project)
+        np.save(project / "digits.npy", load_digits().data[:3])  # raw pixels of digits 0, 1, 2
+        copies = {}
+        for name in ("cnn", "images", "sweep"):
+            copies[name] = shutil.copytree(project, tmp_path / name, ignore=ignore_runs)
+        # One thread each, as several runs on one machine should be: with two each on two
+        # cores, OpenMP's waiting threads took the CNN from 24 s alone to 85 s.
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            chains = [
+                pool.submit(default_run_then_own_network, project),
+                pool.submit(cnn_on_the_digits_then_predict_an_image, copies["cnn"]),
+                pool.submit(own_image_folder_with_the_cnn, copies["images"]),
+                pool.submit(sweep_as_the_readme_says, copies["sweep"]),
+            ]
+            for chain in chains:
+                chain.result()  # its assertion error, if any
     finally:
         run(
             [PYTHON, "-m", "pip", "uninstall", "--quiet", "--yes", "digits-classifier"], cwd=project
         )
         shutil.rmtree(project / "runs", ignore_errors=True)
     assert DEFAULT_PACKAGE in (project / "pyproject.toml").read_text()
+
+
+def ignore_runs(folder: str, names: list[str]) -> list[str]:
+    return ["runs"] if "runs" in names else []
+
+
+def default_run_then_own_network(project: Path) -> None:
+    """`python train.py` as the README's first run: summary, plots, exports, no warning."""
+    train = run([PYTHON, "train.py"], cwd=project)  # no PYTHONPATH: the install must work
+    assert train.returncode == 0, train.stdout[-5000:] + train.stderr[-5000:]
+    last_line = train.stdout.rstrip().splitlines()[-1]
+    assert last_line.startswith("summary: ")
+    summary_path = Path(last_line.removeprefix("summary: "))
+    summary = json.loads(summary_path.read_text())
+    assert summary_path.is_relative_to(project / "runs")
+    assert summary["metrics"]["test/acc"] >= 0.97, summary["metrics"]
+    assert summary["epochs"] == 60
+    assert Path(summary["paths"]["best_checkpoint"]).is_file()
+    assert (summary_path.parent / "config.yaml").is_file(), "the run's exact config is kept"
+    warnings = [line for line in (train.stdout + train.stderr).splitlines() if "Warning" in line]
+    assert warnings == [], warnings
+    # What a person reads at the end: plots, how to view logs, how to predict; no bar.
+    for start in ("plots: ", "logs: tensorboard --logdir ", "predict: python predict.py "):
+        assert any(line.startswith(start) for line in train.stdout.splitlines()), start
+    assert "Epoch 59" not in train.stdout + train.stderr, "no progress bar off a terminal"
+    assert all(Path(path).is_file() for path in summary["paths"]["plots"].values())
+    exports = summary["export"]  # the template's test environment has the onnx extra
+    assert list(exports) == ["eager", "torchscript", "int8", "torch.export", "onnx"]
+    assert exports["int8"]["accuracy"] >= exports["eager"]["accuracy"] - 0.01
+    assert Path(summary["paths"]["export_report"]).is_file()
+    predict = run(
+        [PYTHON, "predict.py", exports["torch.export"]["path"], "digits.npy"], cwd=project
+    )
+    assert predict.returncode == 0, predict.stderr
+    assert [line.split(": ")[1][0] for line in predict.stdout.splitlines()] == ["0", "1", "2"]
+    own_network_in_the_project_root(project)
 
 
 def train(project: Path, *args: str) -> tuple[dict, str]:
