@@ -65,7 +65,9 @@ def start_sweep(folder: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     process = subprocess.Popen(
         [sys.executable, str(SWEEP), *args],
         cwd=folder,
-        env=script_env(PYTHONUNBUFFERED="1"),
+        # One thread each: four of these and the test process on two cores (two threads each
+        # made the fixture 46 s instead of 32 s: OpenMP's waiting threads).
+        env=script_env(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"),
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
