@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,8 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
         assert (rank["world_size"], rank["backend"], rank["strategy"]) == (2, "gloo", "DDPStrategy")
         assert rank["sampler"] == "DistributedSampler"
     # A fair share of the cores each: under Lightning's launcher it sets cores // processes on
-    # every rank; torchrun sets OMP_NUM_THREADS=1 unless you set it.
-    share = max(1, available_cores() // 2)
+    # every rank; torchrun sets OMP_NUM_THREADS=1 unless you set it. Yours always wins.
+    share = int(os.environ.get("OMP_NUM_THREADS", max(1, available_cores() // 2)))
     threads = [rank["threads"] for rank in ranks]
     assert threads[0] == threads[1] <= share
     if not torchrun:
