@@ -44,7 +44,11 @@ def other_logger_suites(
     for logger in OTHER_LOGGERS:
         out = tmp_path_factory.mktemp(logger)
         project = cookiecutter(
-            str(TEMPLATE_DIR), no_input=True, extra_context={"logger": logger}, output_dir=str(out)
+            str(TEMPLATE_DIR),
+            no_input=True,
+            extra_context={"logger": logger},
+            output_dir=str(out),
+            default_config=True,  # not this user's ~/.cookiecutterrc
         )
         command = [*SUITE, "-m", "logger", "-rs"]
         process = subprocess.Popen(
@@ -58,9 +62,15 @@ def other_logger_suites(
         )
         started[logger] = command, process
     results = {}
-    for logger, (command, process) in started.items():
-        stdout, stderr = process.communicate(timeout=1800)  # a bound on a hang, not speed
-        results[logger] = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    try:
+        for logger, (command, process) in started.items():
+            stdout, stderr = process.communicate(timeout=1800)  # a bound on a hang, not speed
+            results[logger] = subprocess.CompletedProcess(
+                command, process.returncode, stdout, stderr
+            )
+    finally:
+        for _, process in started.values():
+            process.kill()  # (a no-op for those that ended)
     return results
 
 
@@ -81,24 +91,26 @@ def test_generated_test_suite_passes(bake, request: pytest.FixtureRequest, logge
         assert skipped == (logger != name), result.stdout[-3000:]
 
 
+CHAINED_COPIES = ("cnn", "images", "sweep")
+
+
 def test_install_and_default_run_as_a_user_would(
     bake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """README steps: pip install -e ".[dev]", python train.py, predict.py: offline, stdin closed.
 
-    After the install, three chains of the README's runs go at once, each in its own copy of
-    the project (runs of one folder would race for the logger's next version folder), all on
-    the one editable install: the default run then your own network; the CNN then an image
-    folder; a sweep. Each is mostly processes starting one after another, which overlap.
+    After the install, four chains of the README's runs go at once, each in its own copy of
+    the project (runs in one folder would race for the logger's next version folder), all on
+    the one editable install: the default run then your own network; the CNN; an image
+    folder; a sweep. One thread each, as several runs on one machine should be (the default
+    thread count, every core, runs end to end in the generated suite's trained run).
     (The generated pytest itself runs once per logger in test_generated_test_suite_passes.)"""
     project = bake()
     install = run([PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]"], cwd=project)
     assert install.returncode == 0, install.stdout + install.stderr
     try:
         np.save(project / "digits.npy", load_digits().data[:3])  # raw pixels of digits 0, 1, 2
-        copies = {}
-        for name in ("cnn", "images", "sweep"):
-            copies[name] = shutil.copytree(project, tmp_path / name, ignore=ignore_runs)
+        copies = {name: shutil.copytree(project, tmp_path / name) for name in CHAINED_COPIES}
         # One thread each, as several runs on one machine should be: with two each on two
         # cores, OpenMP's waiting threads took the CNN from 24 s alone to 85 s.
         monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -119,12 +131,9 @@ def test_install_and_default_run_as_a_user_would(
     assert DEFAULT_PACKAGE in (project / "pyproject.toml").read_text()
 
 
-def ignore_runs(folder: str, names: list[str]) -> list[str]:
-    return ["runs"] if "runs" in names else []
-
-
 def default_run_then_own_network(project: Path) -> None:
-    """`python train.py` as the README's first run: summary, plots, exports, no warning."""
+    """`python train.py` as the README's first run (summary, plots, exports, no warning,
+    predict.py on its export), then your own network beside train.py."""
     train = run([PYTHON, "train.py"], cwd=project)  # no PYTHONPATH: the install must work
     assert train.returncode == 0, train.stdout[-5000:] + train.stderr[-5000:]
     last_line = train.stdout.rstrip().splitlines()[-1]
