@@ -4,6 +4,6 @@ from .deferred_imports import defer_scipy_signal_during_torchmetrics_import
 
 __version__ = "0.1.0"
 
-# Imported before Lightning (every script and test imports this package first), a process
-# that imports Lightning starts ~0.6 s sooner.
+# Every script imports this package before Lightning: each process that imports Lightning
+# starts ~0.6 s sooner (deferred_imports.py).
 defer_scipy_signal_during_torchmetrics_import()
