@@ -87,7 +87,7 @@ def test_the_importer_reads_the_stand_in_and_nothing_is_left_after_it(
     importer, finder = import_under_the_finder(tmp_path, monkeypatch, IMPORTER_SOURCE)
     assert importer.seen == "DeferredModule" and importer.patched
     assert DEFERRED not in sys.modules, "loaded, or the stand-in left behind"
-    assert finder not in sys.meta_path, "it steps aside after the one import"
+    assert finder.done and finder.find_spec(importer.__name__) is None, "one import only"
     assert type(importer.__loader__).__name__ == "SourceFileLoader"  # its own, not ours
     assert importer.__spec__ is not None and importer.__spec__.loader is importer.__loader__
     # Everyone else gets the real module, as without the stand-in.

@@ -78,10 +78,13 @@ class _StandInWhileExecuting(importlib.abc.Loader):
 
 class DeferDuringImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: on the first import of ``importer``, it hands back the spec the
-    other finders give, its loader wrapped in _StandInWhileExecuting, and steps aside."""
+    other finders give, its loader wrapped in _StandInWhileExecuting; after that, nothing.
+    (It stays in sys.meta_path: removing it could make another thread's import, walking the
+    list at that moment, skip the finder after it.)"""
 
     def __init__(self, importer: str = IMPORTER) -> None:
         self.importer = importer
+        self.done = False
 
     def find_spec(
         self,
@@ -89,10 +92,9 @@ class DeferDuringImport(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None = None,
         target: types.ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.importer:
+        if fullname != self.importer or self.done:
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)  # the finders after this one now find it
+        self.done = True  # before the call below, which asks every finder, this one too
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
             spec.loader = _StandInWhileExecuting(spec.loader)
