@@ -221,7 +221,7 @@ def summary_lines(
             + f"; {format_params(chosen.params)}{why}"
         )
         lines += baseline_lines(None, baselines)  # the same line as train.py's
-        gap = linear_gap(test, baselines) if test is not None else None
+        gap = linear_gap(test, baselines)
         if gap is not None:
             advice = ": on this data a simpler model, or longer trials, may do better"
             if gap.within_chance:

@@ -151,6 +151,7 @@ def test_a_gap_to_the_logistic_regression_is_counted_in_test_samples() -> None:
     one_wrong = linear_gap(85 / 86, perfect)
     assert one_wrong is not None and one_wrong.within_chance
     assert linear_gap(0.5, {**found, "logistic_regression": None}) is None  # skipped
+    assert linear_gap(None, found) is None  # no test accuracy (a run stopped before its test)
 
 
 def test_the_same_count_right_is_no_gap_though_float32_reads_lower() -> None:

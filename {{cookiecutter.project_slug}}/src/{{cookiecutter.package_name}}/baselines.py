@@ -95,13 +95,13 @@ class LinearGap:
         )
 
 
-def linear_gap(accuracy: float, baselines: dict[str, Any]) -> LinearGap | None:
+def linear_gap(accuracy: float | None, baselines: dict[str, Any]) -> LinearGap | None:
     """The gap of ``accuracy`` below the logistic regression, in whole test samples; None
     when it is not a sample below (the same count right can read a hair below: the network's
-    accuracy comes as float32, the baseline's as float64) or the logistic regression was
-    skipped."""
+    accuracy comes as float32, the baseline's as float64), or either accuracy is missing
+    (no test, or the logistic regression skipped)."""
     linear, test_samples = baselines.get("logistic_regression"), baselines.get("test_samples")
-    if linear is None or not test_samples:
+    if accuracy is None or linear is None or not test_samples:
         return None
     samples = round((linear - accuracy) * test_samples)
     if samples < 1:

@@ -179,7 +179,7 @@ def baseline_lines(accuracy: float | None, baselines: dict[str, Any] | None) -> 
         f"baselines (test split): majority class {baselines['majority_class']:.4f}, "
         f"logistic regression {regression}"
     ]
-    gap = linear_gap(accuracy, baselines) if accuracy is not None else None
+    gap = linear_gap(accuracy, baselines)
     if gap is not None:
         what = f"note: the network gets {gap} than the logistic regression"
         if gap.within_chance:  # worth a sweep, not a verdict
