@@ -11,6 +11,15 @@ import sys
 from pathlib import Path
 
 
+# What each yes/no extra brings: removed together when the answer is "no".
+EXTRAS = {
+    "tuning": ("sweep.py", "configs/sweep.yaml", "src/{package}/tune", "tests/tune"),
+    "serving": ("serve.py", "src/{package}/serve", "tests/serve"),
+}
+# Tests of one logger's own code, kept only in a project that logs with it.
+LOGGER_TESTS = {"wandb": "tests/test_wandb.py", "mlflow": "tests/test_mlflow.py"}
+
+
 def paths_to_remove(answers: dict[str, str]) -> list[str]:
     """Project-relative paths that the chosen options do not need."""
     remove = []
@@ -18,6 +27,10 @@ def paths_to_remove(answers: dict[str, str]) -> list[str]:
         remove.append("LICENSE")
     if answers["github_ci"] != "yes":
         remove.append(".github")
+    for extra, paths in EXTRAS.items():
+        if answers[extra] != "yes":
+            remove += [path.format(package=answers["package_name"]) for path in paths]
+    remove += [path for logger, path in LOGGER_TESTS.items() if answers["logger"] != logger]
     return remove
 
 
@@ -37,6 +50,10 @@ if __name__ == "__main__":
             {
                 "license": {{cookiecutter.license | tojson}},
                 "github_ci": {{cookiecutter.github_ci | tojson}},
+                "tuning": {{cookiecutter.tuning | tojson}},
+                "serving": {{cookiecutter.serving | tojson}},
+                "logger": {{cookiecutter.logger | tojson}},
+                "package_name": {{cookiecutter.package_name | tojson}},
             },
             Path.cwd(),
         )

@@ -1,4 +1,4 @@
-"""Predict classes with an exported model: needs torch, numpy and Pillow, not Lightning.
+"""Predict classes with an exported model: torch, numpy and Pillow, no Lightning.
 
 To run:
     python predict.py runs/.../export/model.pt2 inputs.npy            # arrays (N, *input shape)
@@ -14,6 +14,7 @@ model: inputs are raw, as in the data files, and serving cannot drift from train
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import warnings
 from dataclasses import dataclass
@@ -22,10 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from {{ cookiecutter.package_name }}.artifacts import load
-from {{ cookiecutter.package_name }}.images import ImageError, ImageFormat, is_image_file, read_image
-from {{ cookiecutter.package_name }}.model_inputs import InputError, ModelInputs, finite
-from {{ cookiecutter.package_name }}.runtime import freeze_imports
+from {{ cookiecutter.package_name }}.data.images import (
+    ImageError,
+    ImageFormat,
+    is_image_file,
+    read_image,
+)
+from {{ cookiecutter.package_name }}.export.formats import load
+from {{ cookiecutter.package_name }}.export.inputs import InputError, ModelInputs, finite
 
 
 @dataclass
@@ -153,5 +158,5 @@ def main(argv: list[str] | None = None) -> list[Prediction]:
 
 
 if __name__ == "__main__":
-    freeze_imports()  # a script: nothing of an earlier run is alive to keep
+    gc.freeze()  # the imports live as long as the process: out of the collector's sight
     main()

@@ -3,42 +3,40 @@
 To run:
     python train.py                              # configs/default.yaml
     python train.py --trainer.max_epochs 5       # override any key
-    python train.py --config my.yaml             # layer your own YAML on top
     python train.py --config configs/ddp-cpu.yaml  # a preset: see configs/ and the README
     python train.py --print_config               # the full resolved configuration
     python train.py --ckpt_path last             # resume the newest run's last.ckpt
-    python train.py --export.formats [int8]      # export only int8 ([] for no export)
+    python train.py --export.formats [onnx]      # other export formats ([] for none)
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }}.callbacks import NonFiniteError, UnusedParameterError
-from {{ cookiecutter.package_name }}.cli import STARTUP_ERRORS, build_cli
-from {{ cookiecutter.package_name }}.interruption import (
-    TrainingInterrupted,
-    lightning_stop,
-    resume_command,
-)
-from {{ cookiecutter.package_name }}.report import finish, stop
+from {{ cookiecutter.package_name }}.report.summary import finish, stop
 from {{ cookiecutter.package_name }}.runtime import (
     configure_logging,
     configure_threads,
     describe_run,
-    freeze_imports,
-    keep_wandb_offline_safe,
     leave_process_group,
     quiet_known_noise,
 )
+from {{ cookiecutter.package_name }}.training.callbacks import NonFiniteError, UnusedParameterError
+from {{ cookiecutter.package_name }}.training.cli import STARTUP_ERRORS, build_cli
+from {{ cookiecutter.package_name }}.training.interruption import (
+    TrainingInterrupted,
+    lightning_stop,
+    resume_command,
+)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"
-# Raised by training for reasons in the run's data or settings, with the fix in the message:
-# printed in one line, no traceback. Anything else is a bug and keeps its traceback.
+# Raised by training for reasons in the data or settings, the fix in the message: one line,
+# no traceback. Anything else is a bug and keeps its traceback.
 RUN_ERRORS = (NonFiniteError, UnusedParameterError, torch.OutOfMemoryError)
 
 
@@ -54,7 +52,6 @@ def main(args: list[str] | None = None) -> Path | None:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     trainer = cli.trainer
-    keep_wandb_offline_safe(trainer.loggers)
     describe_run(trainer, cli.model, cli.datamodule)
     try:
         trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
@@ -63,9 +60,9 @@ def main(args: list[str] | None = None) -> Path | None:
         stop(cli, start, "failed", str(error), exit_code=1)
     except TrainingInterrupted as interrupted:  # a signal during training: last.ckpt saved
         leave_process_group()
-        checkpoint = interrupted.checkpoint
+        checkpoint, code = interrupted.checkpoint, interrupted.exit_code
         resume = resume_command(cli.args, checkpoint)
-        stop(cli, start, "interrupted", str(interrupted), interrupted.exit_code, resume, checkpoint)
+        stop(cli, start, "interrupted", str(interrupted), code, resume, checkpoint)
     except SystemExit as exit:  # Lightning's: a signal before training, or a 2nd Ctrl-C
         if not trainer.interrupted:
             raise
@@ -76,13 +73,14 @@ def main(args: list[str] | None = None) -> Path | None:
     tested = trainer.test(
         cli.model, datamodule=cli.datamodule, ckpt_path=best or None, verbose=False
     )
-    confusion = cli.model.test_confusion.compute()  # on every rank: it syncs under DDP
     leave_process_group()  # that was the last collective call
     if not trainer.is_global_zero:
         return None
-    return finish(cli, tested[0], confusion, start)
+    return finish(cli, tested[0], start)
 
 
 if __name__ == "__main__":
-    freeze_imports()  # a script: nothing of an earlier run is alive to keep
+    # Out of the garbage collector's sight for good: the imported modules' millions of objects
+    # live until the process ends anyway, and its collections then scan only the run's own.
+    gc.freeze()
     main()

@@ -102,7 +102,6 @@ def run_until_exit(directory: Path, *args: str) -> Exit:
 def assert_same_weights(checkpoint: str | Path, reference: str | Path) -> None:
     """The two checkpoints hold the same tensors, bit for bit (each named if not)."""
     import torch
-
     from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
 
     state = read_checkpoint(checkpoint)["state_dict"]

@@ -11,9 +11,8 @@ import math
 from typing import Any
 
 import torch
-from torch import nn
-
 from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
+from torch import nn
 
 KINDS = ["mlp", "cnn", "user"]
 # As `--model.net ...` takes them: a class path and init_args.

@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
+from {{ cookiecutter.package_name }}.data_files import read_data
+from {{ cookiecutter.package_name }}.summary import format_summary
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from {{ cookiecutter.package_name }} import baselines
-from {{ cookiecutter.package_name }}.baselines import compute_baselines, linear_gap
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
-from {{ cookiecutter.package_name }}.data_files import read_data
-from {{ cookiecutter.package_name }}.summary import format_summary
 
 from .conftest import Run
 from .test_data_files import blobs, write_npz

@@ -12,10 +12,6 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger
-from torch import nn
-
 from {{ cookiecutter.package_name }}.callbacks import (
     GradientMonitor,
     MemoryMonitor,
@@ -27,8 +23,12 @@ from {{ cookiecutter.package_name }}.callbacks import (
     restore_rng_states,
 )
 from {{ cookiecutter.package_name }}.checkpoints import LastCheckpoint
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.model import MLPClassifier
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from torch import nn
+
+from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.module import LitClassifier
 
 from .conftest import Run, fake_trainer

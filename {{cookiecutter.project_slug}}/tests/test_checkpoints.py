@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from {{ cookiecutter.package_name }}.checkpoints import (
     AtomicCheckpointIO,
     CheckpointError,

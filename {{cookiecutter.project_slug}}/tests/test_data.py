@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from {{ cookiecutter.package_name }}.data_files import DataError, builtin_digits
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from {{ cookiecutter.package_name }}.data import (
@@ -11,7 +12,6 @@ from {{ cookiecutter.package_name }}.data import (
     random_shift,
     stack_dataset,
 )
-from {{ cookiecutter.package_name }}.data_files import DataError, builtin_digits
 from {{ cookiecutter.package_name }}.runtime import available_cores
 
 from .conftest import fake_trainer

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
 
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
-from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
 
 from .conftest import build, run_training, run_until_exit
 

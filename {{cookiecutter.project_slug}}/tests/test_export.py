@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from {{ cookiecutter.package_name }}.model import Classifier
 
 from {{ cookiecutter.package_name }} import artifacts, export
 from {{ cookiecutter.package_name }}.export import (
@@ -17,7 +18,6 @@ from {{ cookiecutter.package_name }}.export import (
     export_model,
     verify_artifact,
 )
-from {{ cookiecutter.package_name }}.model import Classifier
 
 from .conftest import Run, run_training, run_until_exit
 from .networks import KINDS, make_net

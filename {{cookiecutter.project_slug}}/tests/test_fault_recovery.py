@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from {{ cookiecutter.package_name }}.checkpoints import CheckpointError, read_checkpoint
 
 from .conftest import (

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from {{ cookiecutter.package_name }}.data_files import DataError, read_image_folder
 from PIL import Image
 
 import predict
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule
-from {{ cookiecutter.package_name }}.data_files import DataError, read_image_folder
 
 from .conftest import CONFIGS, Run, run_training, run_until_exit
 from .networks import net_args

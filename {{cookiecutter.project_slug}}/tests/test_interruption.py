@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
 from {{ cookiecutter.package_name }}.interruption import resume_command
 

@@ -4,7 +4,6 @@ import sys
 
 import pytest
 import torch
-
 from {{ cookiecutter.package_name }}.model import Classifier, ConvClassifier, MLPClassifier, Standardize
 
 from .networks import KINDS, make_net

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image
-
 from {{ cookiecutter.package_name }}.plots import MetricHistory, write_confusion_matrix, write_curves
+from PIL import Image
 
 from .conftest import Run
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from {{ cookiecutter.package_name }}.images import ImageFormat
 from PIL import Image
 
 import predict
 from {{ cookiecutter.package_name }} import artifacts
 from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
 from {{ cookiecutter.package_name }}.export import load_model
-from {{ cookiecutter.package_name }}.images import ImageFormat
 
 from .conftest import Run
 

@@ -9,13 +9,12 @@ from unittest import mock
 
 import pytest
 import torch
-from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
-from lightning.pytorch.plugins.precision import MixedPrecision
-from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-
 from {{ cookiecutter.package_name }}.checkpoints import AtomicCheckpointIO
 from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
 from {{ cookiecutter.package_name }}.model import ConvClassifier
+from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
+from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from .conftest import CONFIGS, build, run_until_exit
 

@@ -15,13 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
-
-import predict
-from {{ cookiecutter.package_name }} import artifacts, model
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 from {{ cookiecutter.package_name }}.data_files import DataError
 from {{ cookiecutter.package_name }}.options import (
     NETWORK_RANGES,
@@ -30,6 +23,13 @@ from {{ cookiecutter.package_name }}.options import (
     OptionError,
     check_options,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import predict
+from {{ cookiecutter.package_name }} import artifacts, model
+from {{ cookiecutter.package_name }}.data import ClassificationDataModule
 
 settings.register_profile(
     "default", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]

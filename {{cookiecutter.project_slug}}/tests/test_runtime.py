@@ -13,9 +13,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from {{ cookiecutter.package_name }}.cli import build_cli
 
 from {{ cookiecutter.package_name }} import runtime
-from {{ cookiecutter.package_name }}.cli import build_cli
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"

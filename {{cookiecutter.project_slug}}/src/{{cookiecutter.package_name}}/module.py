@@ -1,27 +1,73 @@
-"""The training system: steps, metrics, optimizer and schedule around the plain network."""
+"""The training system: the network inside what is exported, its loss, metrics, optimizer and
+learning-rate schedule."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
+from jsonargparse.typing import NonNegativeFloat, PositiveFloat, restricted_number_type
 from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torchmetrics import MeanMetric
-from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
-from .model import Classifier, MLPClassifier
+from .networks import MLPClassifier
+from .tasks.classification import Classification, ClassPriorBias
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+Fraction = restricted_number_type("Fraction", float, [(">=", 0), ("<", 1)])
+STAGES = ("train", "val", "test")
 
 
-class LitClassifier(L.LightningModule):
-    """Trains any network (see model.py for the contract) with AdamW, linear warm-up then
-    cosine decay per step, around the network's own preprocessing (``Classifier``)."""
+def stats_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
+    """One statistic per feature for flat inputs (F,), per channel for (C, ...) inputs."""
+    if len(input_shape) == 1:
+        return (input_shape[0],)
+    return (input_shape[0],) + (1,) * (len(input_shape) - 1)
+
+
+class Standardize(nn.Module):
+    """(x - mean) / std, with training-split statistics kept as buffers in every state_dict."""
+
+    mean: torch.Tensor  # buffers: declared for type checkers
+    std: torch.Tensor
+
+    def __init__(self, input_shape: Sequence[int]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(stats_shape(input_shape)))
+        self.register_buffer("std", torch.ones(stats_shape(input_shape)))
+
+    @torch.no_grad()
+    def set_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """A constant feature or channel (std 0) is only centred."""
+        self.mean.copy_(mean.view_as(self.mean))
+        std = std.view_as(self.std)
+        self.std.copy_(torch.where(std > 1e-6, std, torch.ones_like(std)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+class InferenceModel(nn.Module):
+    """Raw inputs -> standardise -> any network -> the task's output layer: what is exported,
+    so that serving takes raw inputs and cannot drift from training."""
+
+    def __init__(self, net: nn.Module, input_shape: Sequence[int], output: nn.Module) -> None:
+        super().__init__()
+        self.standardize = Standardize(input_shape)
+        self.net = net
+        self.output = output
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.net(self.standardize(x)))
+
+
+class LitModel(L.LightningModule):
+    """Trains any network (see networks.py for the contract) with AdamW, a linear warm-up
+    then a cosine decay per step."""
 
     def __init__(
         self,
@@ -29,55 +75,44 @@ class LitClassifier(L.LightningModule):
         input_shape: tuple[int, ...] = (1, 8, 8),
         num_classes: int = 10,
         class_names: list[str] | None = None,
-        lr: float = 3e-3,
-        weight_decay: float = 1e-2,
-        warmup_fraction: float = 0.05,
-        label_smoothing: float = 0.1,
+        lr: PositiveFloat = 3e-3,
+        weight_decay: NonNegativeFloat = 1e-2,
+        warmup_fraction: Fraction = 0.05,
+        label_smoothing: Fraction = 0.1,
         class_prior_bias: bool = True,
     ) -> None:
         """
         Args:
-            net: the network, an ``nn.Module`` meeting the contract in model.py: in the
-                config `model.net: {class_path: ..., init_args: ...}`, or `--model.net
-                mynet.TinyNet`. None: ``MLPClassifier`` with its defaults.
-            input_shape: one sample's shape; linked to the data module's ``input_shape``.
-            num_classes: output size; linked to the data module's ``num_classes``.
-            class_names: one name per class; linked to the data module's ``class_names``.
+            net: the network: `model.net: {class_path: ..., init_args: ...}` in the config,
+                or `--model.net mynet.TinyNet`. None: ``MLPClassifier`` with its defaults.
+            input_shape: one sample's shape; linked from the data.
+            num_classes: output size; linked from the data.
+            class_names: one name per class; linked from the data.
             lr: peak learning rate, reached at the end of the warm-up.
-            weight_decay: AdamW decay, applied to weight matrices and kernels only.
+            weight_decay: AdamW decay of weight matrices and kernels (not biases).
             warmup_fraction: share of all optimizer steps spent warming up linearly.
             label_smoothing: training-loss smoothing; val/test report the plain loss.
-            class_prior_bias: add the log training-split class frequencies to the logits
-                (a fixed bias, in every export), so training starts from the priors.
+            class_prior_bias: add the log training-split class frequencies to the logits.
         """
         super().__init__()
-        # Plain values only: checkpoints stay loadable with weights_only=True. Built by
-        # train.py's LightningCLI, `net` is saved as its config (class_path + init_args),
-        # which load_from_checkpoint rebuilds; a network object passed in code is not
-        # saved (give it again: LitClassifier.load_from_checkpoint(path, net=...)).
-        with warnings.catch_warnings():  # "'net' is an instance of nn.Module": handled here
+        # Plain values only, so checkpoints load with weights_only=True. Built by the CLI,
+        # `net` is saved as its config (class_path + init_args), which load_from_checkpoint
+        # rebuilds; a network object passed in code is not saved (pass it again to load).
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Attribute 'net' is an instance of")
             self.save_hyperparameters()
         if not isinstance(self.hparams.get("net"), dict):
             self.hparams.pop("net", None)
         input_shape = tuple(input_shape)
+        names = list(class_names or map(str, range(num_classes)))
+        self.task = Classification(num_classes, names)
         net = MLPClassifier(input_shape, num_classes) if net is None else net
-        self.model = Classifier(net, input_shape, num_classes)
-        # Lets Lightning's model summary show input/output shapes and FLOPs.
-        self.example_input_array = torch.zeros(2, *input_shape)
-        # Every metric state here is a sum, so DDP processes sync it with one all_reduce.
-        summed = all_reduce_sum
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
-        self.val_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
-        self.test_acc = MulticlassAccuracy(num_classes, average="micro", dist_sync_fn=summed)
-        # Sample-weighted mean loss per epoch. (Not nan_strategy="disable": torchmetrics 1.9
-        # then ignores the weights; a NaN loss is dropped with a warning, and in training
-        # GradientMonitor stops the run at that step.)
-        self.train_loss, self.val_loss, self.test_loss = (
-            MeanMetric(dist_sync_fn=summed) for _ in range(3)
+        self.model = InferenceModel(net, input_shape, ClassPriorBias(num_classes))
+        self.example_input_array = torch.zeros(2, *input_shape)  # for the model summary
+        # Each stage's epoch metrics: the sample-weighted mean loss and the task's own.
+        self.train_metrics, self.val_metrics, self.test_metrics = (
+            nn.ModuleDict({"loss": MeanMetric(), **self.task.metrics()}) for _ in STAGES
         )
-        # Read after trainer.test for confusion_matrix.png (compute() syncs across DDP ranks).
-        self.test_confusion = MulticlassConfusionMatrix(num_classes, dist_sync_fn=summed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -92,11 +127,7 @@ class LitClassifier(L.LightningModule):
         return self._shared_step(batch, batch_idx, "test")
 
     def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        """Class probabilities (B, num_classes); Lightning runs this in eval + inference mode."""
-        return self(batch[0]).softmax(dim=-1)
-
-    def on_test_epoch_start(self) -> None:
-        self.test_confusion.reset()  # one matrix per test run, not a sum over runs
+        return self.task.probabilities(self(batch[0]))
 
     def configure_optimizers(self) -> Any:
         decay = [p for p in self.parameters() if p.ndim >= 2]
@@ -107,7 +138,8 @@ class LitClassifier(L.LightningModule):
                 {"params": no_decay, "weight_decay": 0.0},
             ],
             lr=self.hparams["lr"],
-            fused=fused_kernels_apply(self.parameters()),
+            # One kernel for all parameters instead of a loop of small ops per parameter.
+            fused=all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in decay),
         )
         total = max(2, int(self.trainer.estimated_stepping_batches))
         warmup = min(total - 1, max(1, round(self.hparams["warmup_fraction"] * total)))
@@ -125,67 +157,34 @@ class LitClassifier(L.LightningModule):
         }
 
     def setup(self, stage: str) -> None:
-        """Fit starts from the data: training-split input statistics and class priors.
-
-        (On a resume the checkpoint's values replace these right after.)"""
+        """Fit starts from training-split input statistics and class priors (a resume then
+        loads the checkpoint's values over them)."""
         datamodule: Any = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and hasattr(datamodule, "input_stats"):
             self.model.standardize.set_stats(*datamodule.input_stats())
             if self.hparams["class_prior_bias"]:
-                self.model.set_class_priors(datamodule.class_priors())
+                self.model.output.set_priors(datamodule.class_priors())
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Epochs whose training ran to the end: what a resume checks (check_resumable).
+        checkpoint["epochs_trained"] = self.trainer.fit_loop.epoch_progress.current.processed
 
     def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
         x, y = batch
         if batch_idx == 0:
-            check_batch(x, y)
+            self.task.check_batch(x, y)
         logits = self(x)
         smoothing = self.hparams["label_smoothing"] if stage == "train" else 0.0
-        loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
-        # .update, not a forward call: no per-batch value is computed that nobody reads.
-        accuracy, mean_loss = getattr(self, f"{stage}_acc"), getattr(self, f"{stage}_loss")
-        accuracy.update(logits, y)
-        mean_loss.update(loss.detach(), weight=len(y))
-        if stage == "test":
-            self.test_confusion.update(logits, y)
+        loss = self.task.loss(logits, y, smoothing)
+        metrics = getattr(self, f"{stage}_metrics")
+        metrics["loss"].update(loss.detach(), weight=len(y))
+        for name, metric in metrics.items():
+            if name != "loss":
+                metric.update(logits, y)
         if batch_idx == 0:
-            # Epoch metrics, logged once per epoch: Lightning computes the metric objects
-            # (every batch's updates, synced across DDP processes) and resets them at the
-            # epoch's end. One self.log per step costs ~1.6 ms, more than this model's step.
-            self.log(f"{stage}/loss", mean_loss, on_step=False, on_epoch=True)
-            self.log(
-                f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=stage == "val"
-            )
+            # Metric objects, logged once: Lightning computes them over every batch's updates
+            # (synced across DDP processes) at the epoch's end, then resets them.
+            for name, metric in metrics.items():
+                shown = stage == "val" and name != "loss"  # in the progress bar
+                self.log(f"{stage}/{name}", metric, on_step=False, on_epoch=True, prog_bar=shown)
         return loss
-
-
-def fused_kernels_apply(parameters: Iterable[torch.Tensor]) -> bool:
-    """Whether AdamW may use its fused kernel: one kernel for every parameter instead of a
-    Python loop of small ops per parameter (CPU, 64-256-256-10 MLP: 0.25 against 0.74 ms a
-    step; the default step is ~3 ms). It takes floating-point tensors on CPU or CUDA."""
-    return all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in parameters)
-
-
-def all_reduce_sum(state: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
-    """torchmetrics' ``dist_sync_fn`` for states that are sums: one all_reduce.
-
-    Its default gathers every process's copy (a barrier, then two all_gathers per state) to
-    reduce them afterwards; a sum needs one collective. With the ddp-cpu preset (2 processes,
-    gloo) the epoch-end metric sync went from ~27 to ~6 ms. Only for states reduced with a
-    sum (counts, totals): tests/test_module.py checks every metric of this module.
-    """
-    summed = state.clone()
-    torch.distributed.all_reduce(summed, group=group)
-    return [summed]  # torchmetrics stacks the list and sums it: this one tensor
-
-
-def check_batch(x: torch.Tensor, y: torch.Tensor) -> None:
-    """Fail on the first batch, with the fix, instead of training on silently broadcast shapes."""
-    if not x.is_floating_point():
-        raise TypeError(f"inputs must be floating point, got {x.dtype}: convert with x.float().")
-    if y.dtype != torch.long:
-        raise TypeError(f"labels must be int64 class indices, got {y.dtype}: use y.long().")
-    if y.ndim != 1 or len(y) != len(x):
-        raise ValueError(
-            f"labels must have shape [B] = [{len(x)}], got {list(y.shape)}: "
-            "use y.view(-1) (a [B, 1] label column broadcasts wrongly in the loss)."
-        )

@@ -1,0 +1,1 @@
+"""The data: sources, splits, batches and the LightningDataModule that joins them."""

@@ -1,0 +1,1 @@
+"""Exports: the formats, their verification against the checkpoint, what they take."""

@@ -1,0 +1,218 @@
+"""Export a checkpoint and prove that every file, read back from disk, matches the trained
+model on the test split: fp32 formats within FP32_TOLERANCE of its logits
+(torch.testing.assert_close), int8 within the task's accuracy bound.
+
+To run (train.py does this for the best checkpoint at the end of every run):
+    python -m {{ cookiecutter.package_name }}.export.verify --ckpt runs/.../checkpoints/best-epoch42.ckpt
+    python -m {{ cookiecutter.package_name }}.export.verify --ckpt PATH --out exports --formats onnx
+export_report.md and summary.json get, per format: size, latency at batch 1 and 256 (median,
+one thread, torch.utils.benchmark), accuracy and the largest difference from the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.benchmark import Timer
+
+from ..tasks.classification import Classification, accuracy
+from ..training.checkpoints import CheckpointError, read_checkpoint
+from . import formats as export_formats
+
+FP32_TOLERANCE = 1e-4  # max |logit difference| of an fp32 format
+LATENCY_BATCHES = (1, 256)
+LATENCY_MIN_SECONDS = 0.1  # per format and batch size: timed calls until this much is spent
+
+
+class ExportVerificationError(RuntimeError):
+    """An export, read back from disk, does not behave like the model it was made from."""
+
+
+@dataclass
+class FormatReport:
+    format: str
+    path: str | None  # None for the eager model itself
+    size_bytes: int | None
+    latency_ms: dict[str, float]  # {"batch_1": ..., "batch_256": ...}
+    accuracy: float
+    max_abs_diff: float  # largest |output - eager output| over the test split
+
+
+def load_model(checkpoint_path: str | Path) -> nn.Module:
+    """The exportable model of a training checkpoint, read weights-only, in eval mode."""
+    from ..module import LitModel
+
+    read_checkpoint(checkpoint_path)  # clear errors for missing, corrupt or pickled files
+    module = LitModel.load_from_checkpoint(checkpoint_path, map_location="cpu", weights_only=True)
+    return module.model.eval()
+
+
+def export_model(
+    model: nn.Module,
+    task: Classification,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    out_dir: Path,
+    formats: Sequence[str],
+) -> dict[str, FormatReport]:
+    """Write each format to ``out_dir``, read it back, verify it and time it against eager."""
+    model = model.cpu().eval()
+    with torch.inference_mode():
+        eager = model(features)
+    reports = {"eager": measure("eager", None, model, features, labels, eager)}
+    for fmt in formats:
+        path = out_dir / export_formats.FORMATS[fmt].file_name
+        export_formats.save(model, fmt, features[:2], path)
+        predict = export_formats.load(path, threads=1)
+        with torch.inference_mode():
+            outputs = predict(features)
+        if outputs.shape != eager.shape:
+            raise ExportVerificationError(
+                f"{fmt} export {path} returns shape {list(outputs.shape)}, the model "
+                f"{list(eager.shape)}: the batch dimension was probably frozen at export."
+            )
+        problem = check(fmt, task, eager, outputs, labels)
+        if problem:
+            raise ExportVerificationError(f"{fmt} export {path} {problem}")
+        reports[fmt] = measure(fmt, path, predict, features, labels, eager, outputs)
+    return reports
+
+
+def check(
+    fmt: str, task: Classification, eager: torch.Tensor, outputs: torch.Tensor, y: torch.Tensor
+) -> str:
+    """What is wrong with an export's outputs ('' if nothing)."""
+    if not export_formats.FORMATS[fmt].exact:
+        return task.export_error(eager, outputs, y)
+    try:
+        torch.testing.assert_close(outputs.float(), eager.float(), rtol=0, atol=FP32_TOLERANCE)
+    except AssertionError as error:
+        detail = " ".join(str(error).split())
+        return (
+            f"differs from the model in its outputs ({detail}): the file is damaged, or the "
+            "model does something tracing cannot capture"
+        )
+    return ""
+
+
+def measure(
+    fmt: str,
+    path: Path | None,
+    predict: export_formats.Predictor,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    eager: torch.Tensor,
+    outputs: torch.Tensor | None = None,
+) -> FormatReport:
+    outputs = eager if outputs is None else outputs
+    latency = {}
+    for size in LATENCY_BATCHES:
+        repeats = -(-size // len(features))  # tile a small test split up to `size` rows
+        batch = features.repeat(repeats, *[1] * (features.ndim - 1))[:size].contiguous()
+        timer = Timer("predict(batch)", globals={"predict": predict, "batch": batch}, num_threads=1)
+        with torch.inference_mode():
+            seconds = timer.blocked_autorange(min_run_time=LATENCY_MIN_SECONDS).median
+        latency[f"batch_{size}"] = round(seconds * 1e3, 4)
+    return FormatReport(
+        format=fmt,
+        path=str(path) if path else None,
+        size_bytes=path.stat().st_size if path else None,
+        latency_ms=latency,
+        accuracy=round(accuracy(outputs, labels), 6),
+        max_abs_diff=float((outputs.float() - eager.float()).abs().max()),
+    )
+
+
+def write_report(reports: dict[str, FormatReport], checkpoint: str | Path, path: Path) -> Path:
+    """export_report.md: one row per format, speed-ups against the eager model."""
+    eager = reports["eager"].latency_ms
+    lines = [
+        "# Export report",
+        "",
+        f"Checkpoint: `{Path(checkpoint).resolve()}`  ",
+        f"torch {torch.__version__}; latency: median of timed calls on one thread; accuracy "
+        "and max |output difference| against the model on the test split.",
+        "",
+        "| format | file | size (KiB) | batch 1 (ms) | batch 256 (ms) | speed-up at 256 "
+        "| test accuracy | max abs diff |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for report in reports.values():
+        ms = report.latency_ms
+        lines.append(
+            f"| {report.format} | {Path(report.path).name if report.path else '(in memory)'} "
+            f"| {f'{report.size_bytes / 1024:.0f}' if report.size_bytes else '-'} "
+            f"| {ms['batch_1']:.3f} | {ms['batch_256']:.3f} "
+            f"| {eager['batch_256'] / ms['batch_256']:.2f}x "
+            f"| {report.accuracy:.4f} | {report.max_abs_diff:.2g} |"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def export_checkpoint(
+    checkpoint: str | Path,
+    out_dir: Path,
+    formats: Sequence[str] | None = None,
+    datamodule: Any = None,
+    model: nn.Module | None = None,
+) -> dict[str, Any]:
+    """Export, verify and report one checkpoint; the result goes into summary.json.
+    ``datamodule``, ``model``: the run's (set up) where the caller has them; else read
+    again from the checkpoint."""
+    from ..data.datamodule import DataModule
+
+    formats = export_formats.DEFAULT_FORMATS if formats is None else list(formats)
+    export_formats.check_formats(formats)
+    model = model if model is not None else load_model(checkpoint)  # refuses bad files clearly
+    if datamodule is None:
+        datamodule = DataModule.load_from_checkpoint(checkpoint, weights_only=True)
+    features, labels = map(torch.from_numpy, datamodule.split_arrays("test"))
+    task = Classification(datamodule.num_classes, datamodule.class_names)
+    reports = export_model(model, task, features, labels, out_dir, formats)
+    report = write_report(reports, checkpoint, out_dir / "export_report.md")
+    metadata = export_formats.write_metadata(
+        out_dir,
+        datamodule.input_shape,
+        datamodule.class_names,
+        datamodule.preprocessing,
+        {fmt: export_formats.FORMATS[fmt].file_name for fmt in formats},
+        {k: v for k, v in datamodule.hparams.items() if not k.startswith("_")},
+    )
+    return {
+        "report": str(report),
+        "metadata": str(metadata),
+        "formats": {k: asdict(v) for k, v in reports.items()},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--ckpt", required=True, help="a training checkpoint (.ckpt)")
+    parser.add_argument("--out", type=Path, help="output folder (default: beside checkpoints/)")
+    parser.add_argument("--formats", nargs="+", choices=list(export_formats.FORMATS))
+    args = parser.parse_args(argv)
+    out_dir = args.out or Path(args.ckpt).resolve().parent.parent / "export"
+    try:
+        result = export_checkpoint(args.ckpt, out_dir, args.formats)
+    except (CheckpointError, ExportVerificationError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(Path(result["report"]).read_text())
+    print(json.dumps({k: v["path"] for k, v in result["formats"].items()}, indent=2))
+
+
+if __name__ == "__main__":
+    from ..runtime import quiet_known_noise
+
+    quiet_known_noise()
+    main()

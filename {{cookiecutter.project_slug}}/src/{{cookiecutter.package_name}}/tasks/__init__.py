@@ -1,0 +1,1 @@
+"""Tasks: what is learnt from the targets (loss, metrics, outputs, baselines, plots)."""

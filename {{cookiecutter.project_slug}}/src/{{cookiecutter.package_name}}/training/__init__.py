@@ -1,0 +1,1 @@
+"""Training: the command line, the callbacks that guard a run, checkpoints and resume."""
