@@ -11,14 +11,15 @@ import math
 from typing import Any
 
 import torch
-from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
 from torch import nn
+
+from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier
 
 KINDS = ["mlp", "cnn", "user"]
 # As `--model.net ...` takes them: a class path and init_args.
 CLASS_PATHS: dict[str, tuple[str, dict[str, Any]]] = {
-    "mlp": ("{{ cookiecutter.package_name }}.model.MLPClassifier", {"hidden_sizes": [32]}),
-    "cnn": ("{{ cookiecutter.package_name }}.model.ConvClassifier", {"channels": [8, 16]}),
+    "mlp": ("{{ cookiecutter.package_name }}.networks.MLPClassifier", {"hidden_sizes": [32]}),
+    "cnn": ("{{ cookiecutter.package_name }}.networks.ConvClassifier", {"channels": [8, 16]}),
     "user": ("tests.networks.TinyUserNet", {"width": 16}),
 }
 

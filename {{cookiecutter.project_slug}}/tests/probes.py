@@ -24,7 +24,7 @@ def datamodule(trainer: L.Trainer) -> Any:
 class RankProbe(L.Callback):
     """Each rank writes ``rank-<N>.json``: its place in the world, CPU threads, distributed
     backend, the dataset indices its training sampler yields in every epoch, the epoch
-    metrics it logged, and the test samples its (synced) confusion matrix counts."""
+    metrics it logged, and the test samples its (synced) test metrics count."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = Path(out_dir)
@@ -56,10 +56,13 @@ class RankProbe(L.Callback):
         self._write(trainer)
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        confusion = getattr(pl_module, "test_confusion", None)
-        if confusion is not None:  # compute() is collective: every rank calls it
-            self.facts["test_confusion_total"] = int(confusion.compute().sum())
-            self.facts["test_size"] = len(datamodule(trainer).test_set)
+        # The test loss's weight (its samples), synced over the processes as compute() does:
+        # collective, so every rank calls it.
+        loss = pl_module.test_metrics["loss"]  # type: ignore[index]
+        loss.sync()
+        self.facts["test_samples_total"] = int(loss.weight)
+        loss.unsync()
+        self.facts["test_size"] = len(datamodule(trainer).test_set)
         self._write(trainer)
 
     def _write(self, trainer: L.Trainer) -> None:

@@ -12,26 +12,24 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.callbacks import (
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from torch import nn
+
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.module import LitModel
+from {{ cookiecutter.package_name }}.networks import MLPClassifier
+from {{ cookiecutter.package_name }}.training.callbacks import (
     GradientMonitor,
     MemoryMonitor,
-    NetworkSummary,
     NonFiniteError,
     RandomState,
     UnusedParameterError,
     collect_rng_states,
     restore_rng_states,
 )
-from {{ cookiecutter.package_name }}.checkpoints import LastCheckpoint
-from {{ cookiecutter.package_name }}.model import MLPClassifier
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger
-from torch import nn
 
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule
-from {{ cookiecutter.package_name }}.module import LitClassifier
-
-from .conftest import Run, fake_trainer
+from .conftest import Run
 from .networks import KINDS, make_net
 
 
@@ -39,24 +37,24 @@ def mlp(*hidden_sizes: int) -> MLPClassifier:
     return MLPClassifier(hidden_sizes=hidden_sizes)
 
 
-CALLBACKS_LOGGER = "{{ cookiecutter.package_name }}.callbacks"
+CALLBACKS_LOGGER = "{{ cookiecutter.package_name }}.training.callbacks"
 
 
 def fit(
     root: Path,
     epochs: int,
-    module: LitClassifier | None = None,
+    module: LitModel | None = None,
     workers: int = 0,
     extra_callbacks: tuple[L.Callback, ...] = (),
     guards: tuple[L.Callback, ...] | None = None,
     ckpt_path: str | None = None,
     kind: str | None = None,
     **trainer_args,
-) -> tuple[LitClassifier, L.Trainer]:
+) -> tuple[LitModel, L.Trainer]:
     """Seed, build and fit like train.py does, with a small model (one of networks.KINDS, or
     an MLP of width 64) and an every-epoch last.ckpt."""
     L.seed_everything(42, workers=True, verbose=False)
-    module = module or LitClassifier(net=make_net(kind) if kind else mlp(64))
+    module = module or LitModel(net=make_net(kind) if kind else mlp(64))
     trainer = L.Trainer(
         max_epochs=epochs,
         accelerator="cpu",
@@ -77,7 +75,7 @@ def fit(
         ],
         **trainer_args,
     )
-    datamodule = ClassificationDataModule(num_workers=workers)
+    datamodule = DataModule(num_workers=workers)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return module, trainer
 
@@ -156,49 +154,10 @@ def test_seed_is_recorded_in_hyperparameters_and_checkpoints(trained_run: Run) -
     assert {"python", "numpy", "torch"} <= last["rng_states"].keys()
 
 
-# --- checkpoints ----------------------------------------------------------------------
-
-
-class LastEpochsSeen(L.Callback):
-    """The epochs found in last.ckpt after each epoch: one entry per write."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.epochs: list[int] = []
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._look()
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._look()  # after the final epoch's checkpoint callbacks
-
-    def _look(self) -> None:
-        if self.path.is_file():
-            epoch = torch.load(self.path, weights_only=True)["epoch"]
-            if not self.epochs or self.epochs[-1] != epoch:
-                self.epochs.append(epoch)
-
-
-@pytest.mark.parametrize(
-    ("min_interval_s", "stop_after", "written"),
-    [(0, None, [0, 1, 2]), (3600, None, [2]), (3600, 1, [1])],
-    ids=["every-epoch", "final-epoch-only", "early-stop-is-final"],
-)
-@pytest.mark.slow
-def test_last_checkpoint_waits_its_interval_but_always_saves_the_final_epoch(
-    tmp_path: Path, min_interval_s: float, stop_after: int | None, written: list[int]
-) -> None:
-    seen = LastEpochsSeen(tmp_path / "last" / "last.ckpt")
-    stop = (StopAfterEpoch(stop_after),) if stop_after is not None else ()
-    last = LastCheckpoint(min_interval_s=min_interval_s, dirpath=str(tmp_path / "last"))
-    fit(tmp_path, epochs=3, extra_callbacks=(last, seen, *stop))
-    assert seen.epochs == written
-
-
 # --- gradients ------------------------------------------------------------------------
 
 
-class PlainListLayers(LitClassifier):
+class PlainListLayers(LitModel):
     """The classic bug: extra layers in a Python list are used but never registered."""
 
     def __init__(self) -> None:
@@ -209,7 +168,7 @@ class PlainListLayers(LitClassifier):
         return self.extra_layers[0](self.model(x))
 
 
-class UnusedBranch(LitClassifier):
+class UnusedBranch(LitModel):
     def __init__(self) -> None:
         super().__init__(net=mlp(32))
         self.auxiliary_head = nn.Linear(32, 10)  # registered, never called in forward
@@ -244,11 +203,11 @@ def test_untrainable_parameters_are_named(
 
 def test_default_model_triggers_no_guard(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger=CALLBACKS_LOGGER):
-        fit(tmp_path, epochs=1, module=LitClassifier(), max_steps=3, limit_val_batches=0)
+        fit(tmp_path, epochs=1, module=LitModel(), max_steps=3, limit_val_batches=0)
     assert guard_messages(caplog) == []
 
 
-class NaNAtStep(LitClassifier):
+class NaNAtStep(LitModel):
     def __init__(self, bad_step: int) -> None:
         super().__init__(net=mlp(32))
         self.bad_step = bad_step
@@ -265,7 +224,7 @@ def test_nan_loss_stops_the_run_naming_the_step_before_weights_change(tmp_path: 
     assert all(torch.isfinite(p).all() for p in module.parameters()), "the NaN step was not applied"
 
 
-class InfGradientAtStep(LitClassifier):
+class InfGradientAtStep(LitModel):
     """A finite loss whose gradients overflow at one step, as exploding gradients do."""
 
     def __init__(self, bad_step: int) -> None:
@@ -303,7 +262,7 @@ def test_inf_gradients_between_checks_are_named_at_the_next_step(tmp_path: Path)
 # --- memory ---------------------------------------------------------------------------
 
 
-class KeepsLossGraphs(LitClassifier):
+class KeepsLossGraphs(LitModel):
     """The classic leak: a diagnostic loss stored with its graph, which is never freed."""
 
     def __init__(self) -> None:
@@ -334,7 +293,7 @@ def test_default_training_does_not_warn_about_memory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger=CALLBACKS_LOGGER):
-        fit(tmp_path, epochs=8, module=LitClassifier(), guards=(MemoryMonitor(growth_epochs=3),))
+        fit(tmp_path, epochs=8, module=LitModel(), guards=(MemoryMonitor(growth_epochs=3),))
     assert guard_messages(caplog) == []
 
 
@@ -354,14 +313,3 @@ def test_gradient_norms_and_memory_reach_the_logger(tmp_path: Path) -> None:
     assert grad_steps[:3] == [0, 5, 10]
     rss = [float(r["memory/rss_mib"]) for r in rows if r["memory/rss_mib"]]
     assert len(rss) >= 2 + 4 and all(value > 10 for value in rss)  # per epoch + every 10 steps
-
-
-# --- model summary --------------------------------------------------------------------
-
-
-def test_model_summary_lists_layers_not_metrics(capsys) -> None:
-    module = LitClassifier(net=make_net("cnn"))
-    trainer = fake_trainer(strategy=None, is_global_zero=True)
-    summary = NetworkSummary(max_depth=2)._summary(trainer, module)
-    assert summary.layer_names == ["model", "model.standardize", "model.net"]
-    assert summary.total_parameters == sum(p.numel() for p in module.parameters())

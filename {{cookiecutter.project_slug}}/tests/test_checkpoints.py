@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.checkpoints import (
+
+from {{ cookiecutter.package_name }}.networks import MLPClassifier
+from {{ cookiecutter.package_name }}.training.checkpoints import (
     AtomicCheckpointIO,
     CheckpointError,
-    find_last_checkpoint,
     load_weights,
     read_checkpoint,
     resolve_ckpt_path,
 )
-from {{ cookiecutter.package_name }}.model import MLPClassifier
 
 from .conftest import CONFIGS, Run, assert_one_logger_run, run_training, run_until_exit
 
@@ -65,7 +65,10 @@ def test_missing_checkpoint_and_missing_last_name_the_problem(tmp_path: Path) ->
 @pytest.mark.slow
 def test_last_resolves_to_the_newest_last_checkpoint(trained_run: Run) -> None:
     runs = Path(trained_run.summary["paths"]["run_dir"]).parent.parent
-    assert find_last_checkpoint(runs) == Path(trained_run.summary["paths"]["last_checkpoint"])
+    found = resolve_ckpt_path("last", runs)
+    assert found is not None and Path(found) == Path(
+        trained_run.summary["paths"]["last_checkpoint"]
+    )
 
 
 @pytest.mark.slow

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from {{ cookiecutter.package_name }}.data_files import DataError, read_data_file
 
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.data.sources import DataError, read_data_file
 
 from .conftest import build, run_training, run_until_exit
 
@@ -110,19 +110,19 @@ def test_a_class_too_small_for_every_split_is_named(tmp_path: Path) -> None:
     labels[:2] = 3  # class 3: two samples, not enough for train, validation and test
     path = write_npz(tmp_path / "small.npz", features, labels)
     with pytest.raises(DataError, match=r"class '3' has 2 samples, too few"):
-        ClassificationDataModule(path=str(path))
+        DataModule(path=str(path))
 
 
 def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: Path) -> None:
     path = write_npz(tmp_path / "d.npz", *blobs())
-    data = ClassificationDataModule(path=str(path))
+    data = DataModule(path=str(path))
     assert data.shift_prob == 0 and data.input_shape == (5,)
     assert data.class_names == ["0", "1", "2"]
     assert data.preprocessing == {"kind": "features"}
     mean, std = data.input_stats()
     assert mean.shape == std.shape == (5,), "flat features: one mean and std per feature"
     with pytest.raises(DataError, match=r"set --data\.shift_prob 0"):
-        ClassificationDataModule(path=str(path), shift_prob=0.3)
+        DataModule(path=str(path), shift_prob=0.3)
 
 
 @pytest.mark.parametrize(
@@ -132,23 +132,21 @@ def test_flat_features_are_not_augmented_and_asking_for_it_is_refused(tmp_path: 
         (["--trainer.max_epochs", "abc"], "trainer.max_epochs"),
         (["--data.path", "missing.npz"], "data.path missing.npz does not exist"),
         (["--data.path", "broken.npz", "--data.shift_prob", "0"], "cannot read broken.npz"),
-        (["--data.batch_size", "0"], "--data.batch_size 0: must be a positive number"),
+        (["--data.batch_size", "0"], 'key "data.batch_size":\n  Not of type PositiveInt'),
         (["--data.val_fraction", "0.5", "--data.test_fraction", "0.5"], "leave no training"),
-        (["--data.test_fraction", "1.5"], "--data.test_fraction 1.5: must be a fraction"),
-        (["--model.lr", "-1"], "--model.lr -1.0: must be a positive learning rate"),
-        (["--trainer.max_epochs", "0"], "--trainer.max_epochs 0: must be 1 or more epochs"),
-        (["--data.num_workers", "-2"], "--data.num_workers -2: must be 0 or more"),
-        (["--model.net.init_args.dropout", "1.5"], "dropout 1.5: must be a probability"),
-        (
-            ["--model.net.init_args.hidden_sizes", "[64, 0]"],
-            "hidden_sizes [64, 0]: must be positive layer widths",
-        ),
+        (["--data.test_fraction", "1.5"], "1.5 does not conform to restriction v>0 and v<1"),
+        (["--model.lr", "-1"], 'key "model.lr":\n  Not of type PositiveFloat'),
+        (["--trainer.max_epochs", "0"], "--trainer.max_epochs 0: must be 1 or more"),
+        (["--trainer.accumulate_grad_batches", "0"], "accumulate_grad_batches 0: must be 1"),
+        (["--data.num_workers", "-2"], "Not of type NonNegativeInt"),
+        (["--model.net.init_args.dropout", "1.5"], "1.5 does not conform to restriction v>=0"),
+        (["--model.net.init_args.hidden_sizes", "[64, 0]"], 'key "hidden_sizes"'),
         (
             [
-                *("--model.net", "{{ cookiecutter.package_name }}.model.ConvClassifier"),
+                *("--model.net", "{{ cookiecutter.package_name }}.networks.ConvClassifier"),
                 *("--model.net.init_args.pool_size", "0"),
             ],
-            "pool_size 0: must be a positive size",
+            'key "pool_size"',
         ),
     ],
 )

@@ -40,7 +40,7 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
     assert [r["global_rank"] for r in ranks] == [0, 1]
     for rank in ranks:
         assert (rank["world_size"], rank["backend"], rank["strategy"]) == (2, "gloo", "DDPStrategy")
-        assert rank["sampler"] == "DistributedSampler"
+        assert rank["sampler"] == "EpochSampler"  # torch's DistributedSampler, resumable
     # A fair share of the cores each: under Lightning's launcher it sets cores // processes on
     # every rank; torchrun sets OMP_NUM_THREADS=1 unless you set it. Yours always wins.
     share = int(os.environ.get("OMP_NUM_THREADS", max(1, available_cores() // 2)))
@@ -59,11 +59,11 @@ def test_ddp_cpu_preset_trains_on_disjoint_shards_and_saves_once(
         assert set(shards[0]) | set(shards[1]) == set(range(size))
     assert ranks[0]["indices"]["0"] != ranks[0]["indices"]["1"], "reshuffled every epoch"
     # Epoch metrics are synced across processes: every rank logged the same values, and the
-    # test confusion matrix counts both shards (the test set padded to a multiple of 2).
+    # test metrics count both shards (the test set padded to a multiple of 2).
     assert {"train/loss", "train/acc", "val/loss", "val/acc"} <= ranks[0]["metrics"].keys()
     assert ranks[0]["metrics"] == ranks[1]["metrics"]
     padded_test_size = 2 * math.ceil(ranks[0]["test_size"] / 2)
-    assert [r["test_confusion_total"] for r in ranks] == [padded_test_size] * 2
+    assert [r["test_samples_total"] for r in ranks] == [padded_test_size] * 2
 
     # Rank zero alone writes: one run folder, one summary, one "summary:" line.
     assert len(list(folder.glob("runs/**/checkpoints"))) == 1

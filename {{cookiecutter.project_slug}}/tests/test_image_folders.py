@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from {{ cookiecutter.package_name }}.data_files import DataError, read_image_folder
 from PIL import Image
 
 import predict
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.data.sources import DataError, read_image_folder
 
 from .conftest import CONFIGS, Run, run_training, run_until_exit
 from .networks import net_args
@@ -72,11 +72,11 @@ def test_folder_reads_as_images_with_word_class_names(digit_folder: Path) -> Non
 
 
 def test_image_size_and_color_mode_options(digit_folder: Path) -> None:
-    data = ClassificationDataModule(str(digit_folder), image_size=8, color_mode="RGB")
+    data = DataModule(str(digit_folder), image_size=8, color_mode="RGB")
     assert data.input_shape == (3, 8, 8)
     mean, _ = data.input_stats()
     assert mean.shape == (3,), "one statistic per channel"
-    assert ClassificationDataModule(str(digit_folder), image_size=(12, 6)).input_shape == (1, 12, 6)
+    assert DataModule(str(digit_folder), image_size=(12, 6)).input_shape == (1, 12, 6)
 
 
 def test_rgb_images_are_read_as_rgb(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from {{ cookiecutter.package_name }}.checkpoints import read_checkpoint
-from {{ cookiecutter.package_name }}.interruption import resume_command
+
+from {{ cookiecutter.package_name }}.training.checkpoints import read_checkpoint
+from {{ cookiecutter.package_name }}.training.interruption import resume_command
 
 from .conftest import (
     DDP_STOP_AFTER_STEP,

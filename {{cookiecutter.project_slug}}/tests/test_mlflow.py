@@ -1,5 +1,5 @@
-"""MLflow's store: made absolute, shown by the right command, and taken back to a checkpoint's
-step when a run resumes (what a resume must not show twice)."""
+"""MLflow: a local store made absolute, the `mlflow ui` command a run prints serves that run.
+(A resumed run goes on in its MLflow run: test_checkpoints.py, marked `logger`.)"""
 
 from __future__ import annotations
 
@@ -14,72 +14,27 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from jsonargparse import Namespace
 
-from {{ cookiecutter.package_name }}.mlflow_store import absolute_store_uri, how_to_view
+from {{ cookiecutter.package_name }}.training.loggers import prepare_logger_config
 
-from .conftest import CONFIGS, MLFLOW_UI, Run, working_directory
+from .conftest import MLFLOW_UI, Run, working_directory
 
 
 def test_a_relative_sqlite_store_is_made_absolute_and_its_folder_created(tmp_path: Path) -> None:
-    with working_directory(tmp_path):
-        uri = absolute_store_uri("sqlite:///runs/mlflow.db")
-        assert uri == f"sqlite:///{tmp_path.resolve() / 'runs' / 'mlflow.db'}"
-        assert (tmp_path / "runs").is_dir()
-        assert absolute_store_uri(uri) == uri
-        assert absolute_store_uri("sqlite:///other/m.db", create=False) is not None
-        assert not (tmp_path / "other").exists()
-    for kept in ("http://mlflow.example.org:5000", "postgresql://u@db/mlflow", None):
-        assert absolute_store_uri(kept) == kept
-
-
-def test_the_hint_is_the_ui_command_for_a_store_and_the_run_page_for_a_server() -> None:
-    assert how_to_view("sqlite:////abs/runs/mlflow.db", "1", "abc") == (
-        "mlflow ui --backend-store-uri sqlite:////abs/runs/mlflow.db"
-    )
-    assert how_to_view("http://host:5000/", "1", "abc") == (
-        "mlflow: http://host:5000/#/experiments/1/runs/abc"
-    )
-
-
-def skip_unless_mlflow() -> None:
-    if "MLFlowLogger" not in (CONFIGS / "default.yaml").read_text():
-        pytest.skip("the project logs elsewhere: configs/default.yaml has no MLFlowLogger")
-
-
-@pytest.mark.slow  # mlflow's start-up and a new store: ~8 s
-@pytest.mark.logger
-def test_a_resumed_run_drops_what_was_logged_from_its_checkpoint_step_on(tmp_path: Path) -> None:
-    """The values at the checkpoint's step and later go, in the history and in the latest
-    values; the others stay; the run is marked running again (it was killed or failed)."""
-    skip_unless_mlflow()
-    from mlflow.tracking import MlflowClient
-
-    from {{ cookiecutter.package_name }}.mlflow_store import continue_run, run_experiment
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
-    experiment = client.create_experiment("e")
-    run = client.create_run(experiment).info.run_id
-    other = client.create_run(experiment).info.run_id
-    for step in range(10):
-        client.log_metric(run, "val/acc", step / 10, step=step)
-        client.log_metric(other, "val/acc", step / 10, step=step)
-    client.log_metric(run, "test/acc", 0.9, step=9)
-    client.set_terminated(run, "FAILED")
-
-    assert run_experiment(uri, run) == experiment
-    assert run_experiment(uri, "0" * 32) is None
-    assert run_experiment(f"sqlite:///{tmp_path / 'none.db'}", run) is None
-    assert not (tmp_path / "none.db").exists(), "asking created no store"
-
-    continue_run(uri, run, step=6)
-    history = client.get_metric_history(run, "val/acc")
-    assert [(m.step, m.value) for m in history] == [(s, s / 10) for s in range(6)]
-    assert client.get_metric_history(run, "test/acc") == []
-    latest = client.get_run(run)
-    assert latest.data.metrics == {"val/acc": 0.5}
-    assert latest.info.status == "RUNNING"
-    assert len(client.get_metric_history(other, "val/acc")) == 10, "other runs are untouched"
+    """mlflow keeps one engine per URI for the process's life: a relative path would follow
+    a process that changes directory."""
+    logger = Namespace(class_path="lightning.pytorch.loggers.MLFlowLogger")
+    for uri, expected in (
+        ("sqlite:///runs/mlflow.db", f"sqlite:///{tmp_path.resolve() / 'runs' / 'mlflow.db'}"),
+        ("http://mlflow.example.org:5000", "http://mlflow.example.org:5000"),
+        ("sqlite:///:memory:", "sqlite:///:memory:"),
+    ):
+        logger.init_args = Namespace(tracking_uri=uri)
+        with working_directory(tmp_path):
+            prepare_logger_config(logger)
+        assert logger.init_args.tracking_uri == expected
+    assert (tmp_path / "runs").is_dir()
 
 
 @pytest.mark.slow  # the MLflow server's start-up: ~12 s
@@ -87,7 +42,6 @@ def test_a_resumed_run_drops_what_was_logged_from_its_checkpoint_step_on(tmp_pat
 def test_the_ui_command_a_run_prints_serves_that_run(trained_run: Run, tmp_path: Path) -> None:
     """`mlflow ui ...` as the run's `logs:` line prints it (on a free port of 127.0.0.1, one
     worker): its REST API lists the run with its test accuracy."""
-    skip_unless_mlflow()
     (line,) = [line for line in trained_run.stdout.splitlines() if line.startswith(MLFLOW_UI)]
     command = shlex.split(line.removeprefix("logs: "))
     with socket.socket() as probe:

@@ -1,10 +1,16 @@
+"""The shipped networks and what every network is wrapped in: standardisation and the class
+prior, carried in the weights."""
+
 import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.model import Classifier, ConvClassifier, MLPClassifier, Standardize
+
+from {{ cookiecutter.package_name }}.module import InferenceModel, Standardize
+from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier, NetworkError
+from {{ cookiecutter.package_name }}.tasks.classification import ClassPriorBias
 
 from .networks import KINDS, make_net
 
@@ -19,13 +25,13 @@ def test_every_network_maps_a_batch_to_logits(kind: str, input_shape: tuple[int,
 
 def test_mlp_takes_flat_features_and_the_cnn_refuses_them() -> None:
     assert MLPClassifier((13,), 3)(torch.randn(4, 13)).shape == (4, 3)
-    with pytest.raises(ValueError, match=r"ConvClassifier takes images \(C, H, W\)"):
+    with pytest.raises(NetworkError, match=r"ConvClassifier takes images \(C, H, W\)"):
         ConvClassifier((13,), 3)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_parameter_receives_a_gradient(kind: str) -> None:
-    model = Classifier(make_net(kind), (1, 8, 8), 10)
+    model = InferenceModel(make_net(kind), (1, 8, 8), ClassPriorBias(10))
     loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.arange(8))
     loss.backward()
     for name, parameter in model.named_parameters():
@@ -59,14 +65,14 @@ def test_standardize_images_per_channel() -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_preprocessing_travels_with_the_weights_whatever_the_network(kind: str) -> None:
-    state = Classifier(make_net(kind), (1, 8, 8), 10).state_dict()
-    assert {"standardize.mean", "standardize.std", "log_prior"} <= state.keys()
+    state = InferenceModel(make_net(kind), (1, 8, 8), ClassPriorBias(10)).state_dict()
+    assert {"standardize.mean", "standardize.std", "output.log_prior"} <= state.keys()
 
 
 def test_class_priors_set_the_first_predictions() -> None:
-    model = Classifier(MLPClassifier(num_classes=3), (1, 8, 8), 3).eval()
+    model = InferenceModel(MLPClassifier(num_classes=3), (1, 8, 8), ClassPriorBias(3)).eval()
     priors = torch.tensor([0.5, 0.3, 0.2])
-    model.set_class_priors(priors)
+    model.output.set_priors(priors)
     with torch.inference_mode():
         probabilities = model(torch.randn(16, 1, 8, 8)).softmax(dim=-1)
     assert torch.allclose(probabilities.mean(dim=0), priors, atol=0.02)
@@ -80,9 +86,9 @@ def test_hidden_layers_use_kaiming_scale() -> None:
 
 
 @pytest.mark.slow
-def test_model_module_does_not_import_lightning() -> None:
+def test_networks_module_does_not_import_lightning() -> None:
     code = (
-        "import sys, {{ cookiecutter.package_name }}.model; "
+        "import sys, {{ cookiecutter.package_name }}.networks; "
         "sys.exit(any(m.split('.')[0] in ('lightning', 'pytorch_lightning') for m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

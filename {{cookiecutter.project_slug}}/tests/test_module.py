@@ -3,10 +3,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torchmetrics import Metric
-from torchmetrics.utilities.data import dim_zero_sum
 
-from {{ cookiecutter.package_name }}.module import LitClassifier, all_reduce_sum, check_batch
+from {{ cookiecutter.package_name }}.module import LitModel
+from {{ cookiecutter.package_name }}.tasks.classification import Classification
 
 from .conftest import fake_trainer
 from .networks import KINDS, make_net
@@ -15,7 +14,7 @@ from .networks import KINDS, make_net
 @pytest.mark.parametrize("kind", KINDS)
 def test_hyperparameters_are_plain_values_whatever_the_network(kind: str) -> None:
     """A network object is never pickled into the hyper-parameters (weights-only loading)."""
-    module = LitClassifier(net=make_net(kind))
+    module = LitModel(net=make_net(kind))
     assert "net" not in module.hparams
     for key, value in module.hparams.items():
         assert isinstance(value, (int, float, str, bool, tuple, list, type(None))), key
@@ -25,7 +24,7 @@ def test_hyperparameters_are_plain_values_whatever_the_network(kind: str) -> Non
 def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = LitClassifier(net=make_net(kind), input_shape=(1, 8, 8), num_classes=10)
+    module = LitModel(net=make_net(kind), input_shape=(1, 8, 8), num_classes=10)
     monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)  # no Trainer here
     x, y = torch.rand(6, 1, 8, 8) * 16, torch.arange(6)
     loss = module.training_step((x, y), 1)
@@ -41,14 +40,14 @@ def test_class_prior_bias_can_be_turned_off() -> None:
         class_priors=lambda: torch.full((10,), 0.1),
     )
     for enabled, expected in ((True, torch.full((10,), 0.1).log()), (False, torch.zeros(10))):
-        module = LitClassifier(class_prior_bias=enabled)
+        module = LitModel(class_prior_bias=enabled)
         module.trainer = fake_trainer(datamodule=datamodule)
         module.setup("fit")
-        torch.testing.assert_close(module.model.log_prior, expected)
+        torch.testing.assert_close(module.model.output.log_prior, expected)
 
 
 def test_learning_rate_warms_up_then_decays_to_zero() -> None:
-    module = LitClassifier(lr=1e-2, warmup_fraction=0.1)
+    module = LitModel(lr=1e-2, warmup_fraction=0.1)
     module.trainer = fake_trainer(estimated_stepping_batches=100)
     config = module.configure_optimizers()
     optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
@@ -66,7 +65,7 @@ def test_learning_rate_warms_up_then_decays_to_zero() -> None:
 
 
 def test_weight_decay_spares_biases_and_statistics() -> None:
-    module = LitClassifier()
+    module = LitModel()
     module.trainer = fake_trainer(estimated_stepping_batches=10)
     decayed, spared = module.configure_optimizers()["optimizer"].param_groups
     assert decayed["weight_decay"] > 0 and spared["weight_decay"] == 0
@@ -85,27 +84,19 @@ def test_bad_label_batches_fail_with_the_fix(
     labels: torch.Tensor, error: type, message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        check_batch(torch.zeros(4, 1, 8, 8), labels)
+        Classification.check_batch(torch.zeros(4, 1, 8, 8), labels)
 
 
 def test_integer_inputs_fail_with_the_fix() -> None:
     with pytest.raises(TypeError, match="float"):
-        check_batch(torch.zeros(4, 64, dtype=torch.long), torch.zeros(4, dtype=torch.long))
-
-
-def test_metrics_synced_by_one_all_reduce_hold_only_sums() -> None:
-    """all_reduce_sum is right for summed states only: a metric added with another reduction
-    (a list of predictions, a max) must keep torchmetrics' own gather."""
-    metrics = [m for m in LitClassifier().modules() if isinstance(m, Metric)]
-    assert len(metrics) == 7
-    for metric in metrics:
-        assert metric.dist_sync_fn is all_reduce_sum
-        assert set(metric._reductions.values()) == {dim_zero_sum}, type(metric).__name__
+        Classification.check_batch(
+            torch.zeros(4, 64, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+        )
 
 
 def test_epoch_loss_is_weighted_by_batch_size() -> None:
     """A short last batch counts for its samples, not as a whole batch."""
-    loss = LitClassifier().val_loss
+    loss = LitModel().val_metrics["loss"]
     loss.update(torch.tensor(1.0), weight=64)
     loss.update(torch.tensor(3.0), weight=14)
     assert loss.compute().item() == pytest.approx((64 * 1.0 + 14 * 3.0) / 78)

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.plots import MetricHistory, write_confusion_matrix, write_curves
 from PIL import Image
+
+from {{ cookiecutter.package_name }}.report.plots import MetricHistory, write_curves
+from {{ cookiecutter.package_name }}.tasks.classification import Classification
 
 from .conftest import Run
 
@@ -27,8 +29,10 @@ def test_curves_are_drawn_from_the_history(tmp_path: Path) -> None:
 
 
 def test_confusion_matrix_is_drawn(tmp_path: Path) -> None:
-    confusion = torch.eye(3, dtype=torch.long) * 10 + 1
-    with Image.open(write_confusion_matrix(confusion, tmp_path / "cm.png")) as image:
+    logits = torch.eye(3).repeat(10, 1)
+    labels = torch.arange(3).repeat(10)
+    task = Classification(3, ["cat", "dog", "eel"])
+    with Image.open(task.plot_test(logits, labels, tmp_path / "cm.png")) as image:
         assert image.format == "PNG"
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.images import ImageFormat
 from PIL import Image
 
 import predict
-from {{ cookiecutter.package_name }} import artifacts
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
-from {{ cookiecutter.package_name }}.export import load_model
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.data.images import ImageFormat
+from {{ cookiecutter.package_name }}.export import formats as artifacts
+from {{ cookiecutter.package_name }}.export.verify import load_model
 
 from .conftest import Run
 
@@ -26,9 +26,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def test_split(trained_run: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     """The test split as an .npy file, and the eager model's classes for it."""
-    datamodule = ClassificationDataModule()
-    datamodule.setup("test")
-    features, _ = stack_dataset(datamodule.test_set)
+    features = torch.from_numpy(DataModule().split_arrays("test")[0])
     path = tmp_path_factory.mktemp("inputs") / "test_split.npy"
     np.save(path, features.numpy().reshape(len(features), -1))  # flat rows of 64 pixels
     model = load_model(trained_run.summary["paths"]["best_checkpoint"])

@@ -9,12 +9,13 @@ from unittest import mock
 
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.checkpoints import AtomicCheckpointIO
-from {{ cookiecutter.package_name }}.hardware import HardwareError, check_hardware
-from {{ cookiecutter.package_name }}.model import ConvClassifier
 from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+
+from {{ cookiecutter.package_name }}.networks import ConvClassifier
+from {{ cookiecutter.package_name }}.training.checkpoints import AtomicCheckpointIO
+from {{ cookiecutter.package_name }}.training.hardware import HardwareError, check_hardware
 
 from .conftest import CONFIGS, build, run_until_exit
 
@@ -55,7 +56,7 @@ def mocked_gpus() -> Iterator[None]:
             "lightning.pytorch.accelerators.cuda.num_cuda_devices", return_value=MOCKED_GPUS
         ),
         mock.patch.object(CUDAAccelerator, "is_available", return_value=True),
-        mock.patch("{{ cookiecutter.package_name }}.hardware.gpu_kind", return_value="cuda"),
+        mock.patch("{{ cookiecutter.package_name }}.training.hardware.gpu_kind", return_value="cuda"),
         mock.patch("torch.cuda.device_count", return_value=MOCKED_GPUS),
         mock.patch("torch.cuda.is_bf16_supported", return_value=True),
     ):

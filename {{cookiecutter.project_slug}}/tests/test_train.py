@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import predict
-from {{ cookiecutter.package_name }}.data import ClassificationDataModule, stack_dataset
-from {{ cookiecutter.package_name }}.module import LitClassifier
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.module import LitModel
 
 from .conftest import Run, build, logged_values, run_training, run_until_exit
 from .networks import KINDS, net_args
@@ -49,8 +49,7 @@ def test_a_run_without_a_logger_trains_and_says_so(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_help_lists_the_options_without_importing_what_only_a_run_uses(tmp_path: Path) -> None:
     """`python train.py --help` pays for Lightning and the parser, not for scikit-learn,
-    ONNX, W&B or Optuna: each is imported where it is used; nor for scipy.signal, which
-    torchmetrics imports for nothing we use (deferred_imports.py)."""
+    ONNX, W&B, Optuna or FastAPI: each is imported where it is used."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", str(TRAIN), "--help"],
         cwd=tmp_path,
@@ -70,8 +69,8 @@ def test_help_lists_the_options_without_importing_what_only_a_run_uses(tmp_path:
     ]
     imported = {module.split(".")[0] for module in modules}
     assert "lightning" in imported and "torchmetrics" in imported
-    assert not imported & {"sklearn", "onnx", "onnxruntime", "onnxscript", "wandb", "optuna"}
-    assert not [module for module in modules if module.startswith("scipy.signal")]
+    unused = {"sklearn", "onnx", "onnxruntime", "onnxscript", "wandb", "optuna", "fastapi"}
+    assert not imported & unused
 
 
 @pytest.mark.slow
@@ -116,10 +115,8 @@ def test_best_checkpoint_loads_weights_only_and_reproduces_test_accuracy(trained
     path = trained_run.summary["paths"]["best_checkpoint"]
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     assert "state_dict" in checkpoint and "hyper_parameters" in checkpoint
-    model = LitClassifier.load_from_checkpoint(path, map_location="cpu").eval()
-    datamodule = ClassificationDataModule(num_workers=0)
-    datamodule.setup("test")
-    x, y = stack_dataset(datamodule.test_set)
+    model = LitModel.load_from_checkpoint(path, map_location="cpu").eval()
+    x, y = map(torch.from_numpy, DataModule().split_arrays("test"))
     with torch.inference_mode():
         accuracy = (model(x).argmax(dim=-1) == y).float().mean().item()
     assert accuracy == pytest.approx(trained_run.summary["metrics"]["test/acc"], abs=1e-6)
@@ -130,7 +127,7 @@ def test_print_config_shows_the_resolved_configuration(tmp_path) -> None:
     result = run_until_exit(tmp_path, "--print_config", "--trainer.max_epochs", "3")
     assert result.code == 0
     assert "max_epochs: 3" in result.stdout
-    assert "class_path: {{ cookiecutter.package_name }}.model.MLPClassifier" in result.stdout
+    assert "class_path: {{ cookiecutter.package_name }}.networks.MLPClassifier" in result.stdout
     assert "hidden_sizes:" in result.stdout
 
 
@@ -155,14 +152,12 @@ def test_any_network_trains_tests_exports_and_reloads_from_its_checkpoint(
     hyper_parameters = torch.load(path, weights_only=True)["hyper_parameters"]
     assert hyper_parameters["net"]["class_path"].endswith(net_args(kind)[1].rsplit(".", 1)[1])
     assert hyper_parameters["net"]["init_args"]["input_shape"] == (1, 8, 8)
-    model = LitClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    model = LitModel.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     assert type(model.model.net).__name__ == hyper_parameters["net"]["class_path"].rsplit(".")[-1]
     eager = summary["export"]["eager"]["accuracy"]
     assert eager == pytest.approx(summary["metrics"]["test/acc"], abs=1e-6)
     # predict.py on the export gives the checkpoint's classes, by name.
-    datamodule = ClassificationDataModule(num_workers=0)
-    datamodule.setup("test")
-    x, _ = stack_dataset(datamodule.test_set)
+    x = torch.from_numpy(DataModule().split_arrays("test")[0])
     np.save(tmp_path / "test.npy", x[:20].numpy())
     with torch.inference_mode():
         expected = model.eval()(x[:20]).argmax(dim=-1).tolist()

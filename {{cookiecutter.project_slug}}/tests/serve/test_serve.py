@@ -26,10 +26,10 @@ from PIL import Image
 
 import predict
 import serve
-from {{ cookiecutter.package_name }} import artifacts
-from {{ cookiecutter.package_name }}.images import ImageFormat
-from {{ cookiecutter.package_name }}.model import ConvClassifier, MLPClassifier
-from {{ cookiecutter.package_name }}.serving import ServedModel
+from {{ cookiecutter.package_name }}.export import formats as artifacts
+from {{ cookiecutter.package_name }}.data.images import ImageFormat
+from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier
+from {{ cookiecutter.package_name }}.serve.model import ServedModel
 
 from .conftest import Run
 from .subprocesses import PROJECT, script_env
@@ -268,7 +268,7 @@ def test_the_server_imports_no_lightning(trained_run: Run) -> None:
     serving modules only: no training code in a server."""
     code = (
         "import sys, json, uvicorn, serve\n"
-        "from {{ cookiecutter.package_name }}.web_app import create_app\n"
+        "from {{ cookiecutter.package_name }}.serve.app import create_app\n"
         "settings = {'model': sys.argv[1], 'max_batch': 64, 'max_body_mb': 4, 'workers': 1}\n"
         "model = serve.load_model(settings)\n"
         "create_app(model)\n"

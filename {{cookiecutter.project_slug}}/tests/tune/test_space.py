@@ -14,7 +14,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from {{ cookiecutter.package_name }}.search_space import (
+from {{ cookiecutter.package_name }}.tune.space import (
     Distribution,
     SpaceError,
     SweepSpec,
@@ -23,13 +23,13 @@ from {{ cookiecutter.package_name }}.search_space import (
     load_spec,
     to_param,
 )
-from {{ cookiecutter.package_name }}.sweep_report import (
+from {{ cookiecutter.package_name }}.tune.report import (
     best_trial,
     chosen_trial,
     standard_error,
     write_report,
 )
-from {{ cookiecutter.package_name }}.tuning import (
+from {{ cookiecutter.package_name }}.tune.study import (
     SIZE,
     TIE_BREAK,
     VAL_SAMPLES,

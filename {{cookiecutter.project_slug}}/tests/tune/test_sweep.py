@@ -22,10 +22,10 @@ import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from {{ cookiecutter.package_name }}.baselines import linear_gap
-from {{ cookiecutter.package_name }}.search_space import SweepSpec, load_spec
-from {{ cookiecutter.package_name }}.sweep_report import best_trial, chosen_trial
-from {{ cookiecutter.package_name }}.tuning import SIZE, VAL_SAMPLES
+from {{ cookiecutter.package_name }}.tasks.classification import linear_gap
+from {{ cookiecutter.package_name }}.tune.space import SweepSpec, load_spec
+from {{ cookiecutter.package_name }}.tune.report import best_trial, chosen_trial
+from {{ cookiecutter.package_name }}.tune.study import SIZE, VAL_SAMPLES
 
 from .conftest import CONFIGS, run_training, working_directory
 from .subprocesses import PROJECT, script_env
@@ -526,7 +526,7 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
     split; the sweep's report puts the same numbers beside its best trial."""
     from sklearn.datasets import load_breast_cancer
 
-    from {{ cookiecutter.package_name }}.data import ClassificationDataModule
+    from {{ cookiecutter.package_name }}.data.datamodule import DataModule
 
     data = load_breast_cancer()
     names = [str(name).replace(" ", "_") for name in data.feature_names]
@@ -538,7 +538,7 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
 
     trained = run_training(tmp_path, "--data.path", str(csv), *SHORT, "--export.formats", "[]")
     baselines = trained.summary["baselines"]
-    test_labels = ClassificationDataModule(path=str(csv)).split_labels("test")
+    test_labels = DataModule(path=str(csv)).split_labels("test")
     benign = trained.summary["class_names"].index("benign")  # the most frequent class
     assert baselines["majority_class"] == pytest.approx(float((test_labels == benign).mean()))
     assert baselines["logistic_regression"] >= 0.9
@@ -550,7 +550,7 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
 
     folder, output = run_sweep(tmp_path, "--trials", "3", "--data.path", str(csv), *SHORT)
     # 86 validation samples: the sweep suggests cross-validation.
-    validation = len(ClassificationDataModule(path=str(csv)).split_labels("val"))
+    validation = len(DataModule(path=str(csv)).split_labels("val"))
     assert f"note: the validation split has {validation} samples" in output
     assert "--folds 5 compares them on 5 folds (cross-validation)" in output
     report = (folder / "report.md").read_text()

@@ -142,7 +142,7 @@ class DataModule(L.LightningDataModule):
         sampler = EpochSampler(
             len(self.train_set),
             shuffle=True,
-            seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),  # the run's seed (seed_everything)
+            seed=run_seed(),
             replicas=trainer.world_size if trainer else 1,
             rank=trainer.global_rank if trainer else 0,
         )
@@ -182,14 +182,21 @@ class DataModule(L.LightningDataModule):
         return batch
 
     def _loader_options(self) -> dict[str, Any]:
-        # In-memory tensors need no worker processes: a worker only adds copies.
-        workers = self.num_workers
+        workers = self.num_workers  # in-memory tensors need none: a worker only adds copies
         return dict(
             batch_size=self.batch_size,
             num_workers=workers,
             persistent_workers=workers > 0,
             collate_fn=keep_batch,
+            # Each iterator draws its workers' seed from this, not from the global random
+            # state, which a resumed run restores mid-epoch, after the epoch's iterator began.
+            generator=torch.Generator().manual_seed(run_seed()),
         )
+
+
+def run_seed() -> int:
+    """The run's seed, as Lightning's seed_everything records it (0 if it was not called)."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
 
 
 def random_shift(images: torch.Tensor, max_shift: int = 1) -> torch.Tensor:

@@ -49,6 +49,16 @@ class ResumableLoader(DataLoader):
 
     batches_done = 0
 
+    # Lightning's interface of a resumable loader: without it, a resume mid-epoch warns that
+    # the loader is not resumable. (Lightning restores it only where it makes the loader after
+    # the restore; the data module carries the same count for the other case: datamodule.py.)
+    def state_dict(self) -> dict[str, int]:
+        return {"batches_done": self.batches_done}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        if isinstance(self.sampler, EpochSampler):
+            self.sampler.skip = state_dict["batches_done"] * (self.batch_size or 1)
+
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator over torch's
         sampler = self.sampler
         self.batches_done = (

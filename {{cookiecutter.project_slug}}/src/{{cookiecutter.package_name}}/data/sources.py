@@ -66,7 +66,9 @@ def read_data(
 
 
 def read_image_folder(
-    root: Path, image_size: int | tuple[int, int] | None, color_mode: ColorMode | None
+    root: Path,
+    image_size: int | tuple[int, int] | None = None,
+    color_mode: ColorMode | None = None,
 ) -> DataSource:
     """Every image of every class subfolder, decoded once at start-up (a broken file stops
     the run now, not an hour in), as float32 (N, C, H, W)."""

@@ -27,8 +27,22 @@ from .checkpoints import (
 from .hardware import HardwareError, check_hardware
 from .loggers import AfterBuild, continue_logger_run, prepare_logger_config
 
+
+class OptionError(ValueError):
+    """A Trainer option out of its range (our own classes' ranges are in their signatures)."""
+
+
 # Bad input found while the CLI builds the run: one line and exit code 2, no traceback.
-STARTUP_ERRORS = (HardwareError, CheckpointError, DataError, ExportFormatError, NetworkError)
+STARTUP_ERRORS = (
+    CheckpointError,
+    DataError,
+    ExportFormatError,
+    HardwareError,
+    NetworkError,
+    OptionError,
+)
+# Trainer options that Lightning takes below 1 and then fails on (or trains nothing).
+AT_LEAST_ONE = ("max_epochs", "accumulate_grad_batches", "log_every_n_steps")
 # What the network and the module learn from the data (the user never types them).
 LINKED_FROM_DATA = {
     "input_shape": ("model.input_shape", "model.net.init_args.input_shape"),
@@ -42,7 +56,14 @@ class ConciseParser(LightningArgumentParser):
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         # Union errors list every subtype tried; the None alternative and type names are noise.
-        noise = ("NoneType", "Subtypes:", "Errors:", "Given value type", "Union subtypes")
+        noise = (
+            "NoneType",
+            "Subtypes:",
+            "Errors:",
+            "Given value type",
+            "Union subtypes",
+            "Expected a path but",
+        )
         lines = [line for line in message.strip().splitlines() if line.strip()]
         message = "\n".join(line for line in lines if not any(word in line for word in noise))
         sys.stderr.write(
@@ -95,6 +116,11 @@ class ProjectCLI(LightningCLI):
         self.args = list(sys.argv[1:] if args is None else args)
         super().parse_arguments(parser, args)
         trainer = self.config.trainer
+        for key in AT_LEAST_ONE:
+            value = trainer.get(key)
+            if isinstance(value, int) and value < 1 and (key, value) != ("max_epochs", -1):
+                no_limit = " (-1: no limit)" if key == "max_epochs" else ""
+                raise OptionError(f"--trainer.{key} {value}: must be 1 or more{no_limit}.")
         check_hardware(
             trainer.accelerator, trainer.devices, trainer.precision, self.accelerator_source()
         )
