@@ -16,33 +16,46 @@ from types import ModuleType
 from cookiecutter.main import cookiecutter
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1]
+# Modules of the package before its folders by concern (commit aa2eff7 and earlier) whose
+# API the benchmarks use unchanged: new dotted name -> old name. import_modules falls back.
+BEFORE_FOLDERS = {"training.cli": "cli", "networks": "model"}
 
 
-def bake(workdir: Path, ref: str | None = None) -> Path:
-    """A fresh project with the default answers; returns its folder.
+def bake(workdir: Path, ref: str | None = None, answers: dict | None = None) -> Path:
+    """A fresh project with the default answers (``answers`` override some); returns its
+    folder.
 
     With ``ref`` (a git commit of this repository), the template as it was then, baked as
     package ``digits_before`` so that both versions import side by side in one process:
     before/after comparisons measured in one run."""
-    if ref is None:
-        return Path(cookiecutter(str(TEMPLATE_DIR), no_input=True, output_dir=str(workdir)))
-    archive = subprocess.run(
-        ["git", "archive", ref], cwd=TEMPLATE_DIR, capture_output=True, check=True
-    ).stdout
-    template = workdir / f"template-{ref}"
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(template, filter="data")
-    context = {"project_name": "Digits Before"}
-    return Path(
-        cookiecutter(str(template), no_input=True, output_dir=str(workdir), extra_context=context)
+    context = dict(answers or {})
+    template = TEMPLATE_DIR
+    if ref is not None:
+        archive = subprocess.run(
+            ["git", "archive", ref], cwd=TEMPLATE_DIR, capture_output=True, check=True
+        ).stdout
+        template = workdir / f"template-{ref}"
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(template, filter="data")
+        context["project_name"] = "Digits Before"
+    baked = cookiecutter(
+        str(template),
+        no_input=True,
+        output_dir=str(workdir),
+        extra_context=context,
+        default_config=True,  # not this user's ~/.cookiecutterrc
     )
+    return Path(baked)
 
 
 def import_modules(project: Path, *names: str) -> dict[str, ModuleType]:
-    """Import modules of the baked package (lightning is imported only from here on)."""
+    """Import modules of the baked package by dotted name (``training.cli``); lightning is
+    imported only from here on. In a project baked before the package's folders, the
+    names of BEFORE_FOLDERS import their old modules."""
     sys.path.insert(0, str(project / "src"))
     package = next(path.parent.name for path in (project / "src").glob("*/__init__.py"))
-    return {name: importlib.import_module(f"{package}.{name}") for name in names}
+    renamed = {} if (project / "src" / package / "training").is_dir() else BEFORE_FOLDERS
+    return {name: importlib.import_module(f"{package}.{renamed.get(name, name)}") for name in names}
 
 
 def free_port() -> int:

@@ -1,16 +1,18 @@
 """What each callback of the generated project costs, as a share of epoch time.
 
 Bakes the template with its defaults and trains exactly as `python train.py` builds it from
-configs/default.yaml (logger, checkpoints, LR monitor, metric history and the three guards),
-default model and data, one torch thread.
+configs/default.yaml (logger, the best and last checkpoints, signal stop, metric history, LR
+monitor, RNG state, gradient and memory monitors, model summary), default model and data,
+one torch thread.
 
 Two figures:
 - the time spent inside each callback's own hooks (Lightning's SimpleProfiler, net of an
   empty callback's: Lightning calls every hook of every callback) as a share of the epoch
   time (training, validation and the epoch-end work, checkpoint writes included): robust
   to machine noise, the headline figure;
-- end to end, median epoch time with all callbacks, with each one removed, and with none,
-  variants interleaved and repeated (first epoch skipped as warm-up): the honest
+- end to end, median epoch time with all callbacks, with each one removed, with none, and
+  with as many empty callbacks again (what Lightning's calls of hooks that do nothing
+  cost), variants interleaved and repeated (first epoch skipped as warm-up): the honest
   cross-check, but on a shared machine its noise (several %) is as large as what it
   measures.
 
@@ -31,17 +33,31 @@ import torch
 
 from baked import bake, epoch_timer, import_modules, machine
 
-QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+def label(callback, callbacks: list) -> str:
+    """Its class name; for a class configured twice (the checkpoints), with its file name."""
+    name = type(callback).__name__
+    if sum(type(other) is type(callback) for other in callbacks) == 1:
+        return name
+    return f"{name} ({getattr(callback, 'filename', '') or '?'})".replace("{epoch:02d}", "NN")
+
+
+def configured(trainer) -> dict:
+    """The callbacks of configs/default.yaml by label (not LightningCLI's config saver)."""
+    from lightning.pytorch.cli import SaveConfigCallback
+
+    ours = [c for c in trainer.callbacks if not isinstance(c, SaveConfigCallback)]
+    return {label(c, ours): c for c in ours}
 
 
 def train(modules: dict, project: Path, epochs: int, root: Path, drop=(), extra=(), profile=False):
-    """Fit as train.py does; ``drop``: callback class names removed. Returns the trainer
-    and its per-epoch wall times (first epoch skipped)."""
+    """Fit as train.py does; ``drop``: labels of callbacks removed. Returns the trainer, the
+    configured callbacks by label, and the per-epoch wall times (first epoch skipped)."""
     arguments = [
         f"--trainer.max_epochs={epochs}",
         f"--trainer.default_root_dir={root}",
         f"--trainer.logger.init_args.save_dir={root}",
-        *QUIET,
+        "--trainer.enable_progress_bar=false",
     ]
     if profile:  # Lightning's SimpleProfiler, its report to a file rather than the console
         arguments += [
@@ -49,39 +65,47 @@ def train(modules: dict, project: Path, epochs: int, root: Path, drop=(), extra=
             f"--trainer.profiler.dirpath={root}",
             "--trainer.profiler.filename=profile",
         ]
-    cli = modules["cli"].build_cli(arguments, project / "configs" / "default.yaml")
+    cli = modules["training.cli"].build_cli(arguments, project / "configs" / "default.yaml")
     trainer = cli.trainer
-    trainer.callbacks[:] = [c for c in trainer.callbacks if type(c).__name__ not in drop]
+    callbacks = configured(trainer)
+    dropped = [callbacks[name] for name in drop]
+    trainer.callbacks[:] = [c for c in trainer.callbacks if all(c is not d for d in dropped)]
     timer = epoch_timer()
     trainer.callbacks += [*extra, timer]
     trainer.fit(cli.model, datamodule=cli.datamodule)
-    return trainer, timer.times[1:]
+    return trainer, callbacks, timer.times[1:]
+
+
+def empty_callbacks(count: int) -> list:
+    """Callbacks that implement no hook: Lightning calls each of them anyway."""
+    import lightning as L
+
+    return [type(f"EmptyCallback{i}", (L.Callback,), {})() for i in range(count)]
 
 
 def hook_shares(modules: dict, project: Path, epochs: int, root: Path) -> dict[str, float]:
     """Each configured callback's seconds inside its hooks over the epoch seconds, from one
     run (LightningCLI's config saver and the benchmark's own callbacks left out)."""
-    import lightning as L
-
-    empty = type("EmptyCallback", (L.Callback,), {})()
-    trainer, epoch_seconds = train(modules, project, epochs, root, extra=(empty,), profile=True)
+    empty = empty_callbacks(1)
+    trainer, callbacks, epoch_seconds = train(
+        modules, project, epochs, root, extra=empty, profile=True
+    )
     durations = trainer.profiler.recorded_durations
 
-    def seconds(name: str) -> float:
-        """Per-epoch hooks only: set-up hooks run once, and each hook's first call warms up."""
+    def seconds(callback) -> float:
+        """Per-epoch hooks only: set-up hooks run once, and each hook's first call warms up.
+        (Actions are named by state_key: a ModelCheckpoint's has its settings.)"""
         once = (".setup", ".on_fit_start", ".on_train_start", ".on_sanity_check")
         return sum(
             sum(values[1:])
             for action, values in durations.items()
-            if action.startswith(f"[Callback]{name}")  # ModelCheckpoints add {settings}
+            if action.startswith(f"[Callback]{callback.state_key}.")
             and not any(hook in action for hook in once)
         )
 
-    floor = seconds("EmptyCallback")  # what Lightning's call of every hook costs anyway
+    floor = seconds(empty[0])  # what Lightning's call of every hook costs anyway
     total = sum(epoch_seconds)
-    ours = ("SaveConfigCallback", "EmptyCallback", "EpochClock")
-    names = [type(c).__name__ for c in trainer.callbacks if type(c).__name__ not in ours]
-    return {name: max(0.0, seconds(name) - floor) / total for name in names}
+    return {name: max(0.0, seconds(c) - floor) / total for name, c in callbacks.items()}
 
 
 def main() -> None:
@@ -94,20 +118,23 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))
-        modules = import_modules(project, "cli", "runtime")
+        modules = import_modules(project, "training.cli", "runtime")
         modules["runtime"].quiet_known_noise()
         torch.set_num_threads(1)  # the least noisy on a shared machine
         sys.argv = ["train.py"]  # LightningCLI reads it
         shares = hook_shares(modules, project, epochs, Path(workdir) / "profiled")
         names = list(shares)
 
+        empties = f"all + {len(names)} empty callbacks"
         variants = {"all": (), **{f"without {name}": (name,) for name in names}}
         variants["none"] = tuple(names)
+        variants[empties] = ()
         times: dict[str, list[float]] = {name: [] for name in variants}
         for repeat in range(repeats):
-            for name, drop in variants.items():  # interleaved: drift hits every variant alike
-                root = Path(workdir) / f"{name.replace(' ', '-')}{repeat}"
-                times[name] += train(modules, project, epochs, root, drop=drop)[1]
+            for index, (name, drop) in enumerate(variants.items()):  # interleaved: drift
+                root = Path(workdir) / f"variant{index}-{repeat}"  # hits every variant alike
+                extra = empty_callbacks(len(names)) if name == empties else ()
+                times[name] += train(modules, project, epochs, root, drop, extra)[2]
 
     print(f"machine: {machine()}; torch threads 1; default model and data, {epochs} epochs")
     print("\n| callback (configs/default.yaml) | time in its hooks, share of epoch time |")

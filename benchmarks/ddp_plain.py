@@ -63,9 +63,9 @@ def single_process(project: Path, batch_size: int, steps: int, threads: int) -> 
 
 def network(project: Path) -> torch.nn.Module:
     """The generated project's network, default size (imported, never copied)."""
-    modules = import_modules(project, "model")
+    networks = import_modules(project, "networks")["networks"]
     torch.manual_seed(0)
-    return modules["model"].MLPClassifier((64,), 10, (256, 256), 0.3)
+    return networks.MLPClassifier((64,), 10, (256, 256), 0.3)
 
 
 def _ddp_worker(

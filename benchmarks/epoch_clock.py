@@ -2,7 +2,9 @@
 writes (from an epoch's start to the next one's; the sanity check is not an epoch).
 
 Benchmarks add it to a Trainer they build (``baked.epoch_timer()``), or to a real
-`python train.py` run from the command line, where rank zero writes the times to ``out``:
+`python train.py` run from the command line, where rank zero writes the times and the
+training samples of an epoch (every process's together) to ``out`` as JSON,
+``{"seconds": [...], "train_samples": N}``:
 
     PYTHONPATH=<project>/src:benchmarks python train.py \
         --trainer.callbacks+=epoch_clock.EpochClock --trainer.callbacks.out=epochs.json
@@ -24,15 +26,18 @@ class EpochClock(L.Callback):
     def __init__(self, out: str | None = None) -> None:
         self.out = Path(out) if out else None
         self.times: list[float] = []
+        self.train_samples = 0
         self._start: float | None = None
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._lap()
+        self.train_samples = len(trainer.train_dataloader.dataset)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._lap()
         if self.out is not None and trainer.is_global_zero:
-            self.out.write_text(json.dumps(self.times))
+            figures = {"seconds": self.times, "train_samples": self.train_samples}
+            self.out.write_text(json.dumps(figures))
 
     def _lap(self) -> None:
         now = time.perf_counter()

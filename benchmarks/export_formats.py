@@ -1,9 +1,11 @@
 """Exported formats side by side: size, latency at batch 1 and 256, accuracy, per model size.
 
 Bakes the template's defaults, trains the default model and wider variants with
-`python train.py` (which exports and verifies every format), then times every artifact
-again, formats interleaved round after round on one thread, and quotes the median per
-format as a ratio to the eager model measured in the same rounds.
+`python train.py --export.formats [...]` (which exports and verifies each format: the
+default ones, and onnx where its packages are installed), then times every artifact again
+with the project's own timer (export.verify.measure), formats interleaved round after round
+on one thread, and quotes the median per format as a ratio to the eager model measured in
+the same rounds.
 
 To run:
     .venv/bin/python benchmarks/export_formats.py            # ~2 minutes on 2 cores
@@ -13,6 +15,7 @@ To run:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -21,21 +24,22 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+
 from baked import bake, import_modules, machine
 
 WIDTHS = (256, 512, 1024)  # 256 is the default model (64-256-256-10)
 
 
-def train_and_export(project: Path, width: int, epochs: int, formats: str) -> dict:
+def train_and_export(project: Path, width: int, epochs: int, formats: list[str]) -> dict:
     """Run the generated train.py as a user would; returns its summary.json."""
     command = [
         sys.executable,
         "train.py",
         f"--model.net.init_args.hidden_sizes=[{width}, {width}]",
         f"--trainer.max_epochs={epochs}",
-        f"--export.formats={formats}",
+        f"--export.formats=[{', '.join(formats)}]",
         "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false",
     ]
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
@@ -47,19 +51,23 @@ def train_and_export(project: Path, width: int, epochs: int, formats: str) -> di
 
 def interleaved_latency(modules: dict, summary: dict, rounds: int) -> dict[str, dict]:
     """Median over rounds of each format's median call time; every round times every format."""
-    export, artifacts = modules["export"], modules["artifacts"]
-    datamodule = export.load_datamodule(summary["paths"]["best_checkpoint"])
-    features, _ = modules["data"].stack_dataset(datamodule.test_set)
-    predictors = {"eager": export.load_model(summary["paths"]["best_checkpoint"])}
+    verify, checkpoint = modules["export.verify"], summary["paths"]["best_checkpoint"]
+    datamodule = modules["data.datamodule"].DataModule.load_from_checkpoint(
+        checkpoint, weights_only=True
+    )
+    features, labels = map(torch.from_numpy, datamodule.split_arrays("test"))
+    predictors = {"eager": verify.load_model(checkpoint)}
     for fmt, figures in summary["export"].items():
         if figures["path"]:
-            predictors[fmt] = artifacts.load(figures["path"], threads=1)
+            predictors[fmt] = modules["export.formats"].load(figures["path"], threads=1)
+    with torch.inference_mode():
+        eager = predictors["eager"](features)
     times: dict[str, dict[int, list[float]]] = {name: {1: [], 256: []} for name in predictors}
     for _ in range(rounds):
         for name, predict in predictors.items():
+            latency = verify.measure(name, None, predict, features, labels, eager).latency_ms
             for size in (1, 256):
-                batch = export.batch_of(features, size)
-                times[name][size].append(export.median_latency_ms(predict, batch))
+                times[name][size].append(latency[f"batch_{size}"])
     return {
         name: {size: statistics.median(values) for size, values in by_size.items()}
         for name, by_size in times.items()
@@ -73,12 +81,13 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="default width, 2 epochs, 1 round")
     args = parser.parse_args()
     widths, epochs, rounds = ((256,), 2, 1) if args.smoke else (WIDTHS, args.epochs, args.rounds)
-    formats = "[torchscript, int8]" if args.smoke else "null"
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))
-        modules = import_modules(project, "export", "artifacts", "data", "runtime")
+        names = ("export.verify", "export.formats", "data.datamodule", "runtime")
+        modules = import_modules(project, *names)
         modules["runtime"].quiet_known_noise()
+        formats = ["torchscript", "int8"] if args.smoke else installed(modules["export.formats"])
         print(f"machine: {machine()}; torch threads 1; {epochs} epochs; median of {rounds} rounds")
         print(
             "\n| model | format | size (KiB) | batch 1 (ms) | batch 256 (ms) "
@@ -96,6 +105,15 @@ def main() -> None:
                     f"| {latency[name][256]:.3f} | {speedup:.2f}x | {figures['accuracy']:.4f} "
                     f"| {figures['max_abs_diff']:.2g} |"
                 )
+
+
+def installed(formats) -> list[str]:
+    """Every export format whose optional packages are installed here."""
+    return [
+        name
+        for name, fmt in formats.FORMATS.items()
+        if all(importlib.util.find_spec(package) for package in fmt.requires)
+    ]
 
 
 if __name__ == "__main__":

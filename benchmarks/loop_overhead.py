@@ -6,7 +6,8 @@ AdamW + warm-up/cosine schedule, with a validation pass every epoch:
            summed on the device, read once per epoch);
 - bare:    a Lightning Trainer with logging, checkpointing, progress bar and summary off;
 - project: the generated project exactly as `python train.py` builds it from
-           configs/default.yaml (logger, checkpoints, LR monitor, guards, metric history).
+           configs/default.yaml (logger, best and last checkpoints, signal stop, metric
+           history, LR monitor, RNG state, gradient and memory monitors, model summary).
 Variants are interleaved, repeated, and the median epoch time (first epoch skipped) is
 quoted as a ratio to plain. Two model sizes: the default one, and a compute-bound one
 whose step is >= 20 ms, where overhead should vanish.
@@ -37,18 +38,20 @@ SIZES = {"default": (256, 256), "compute-bound": (2048,) * 3}  # hidden widths, 
 def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[float]:
     """Per-epoch seconds of a plain PyTorch loop doing the project's work."""
     torch.manual_seed(42)
-    data = modules["data"].ClassificationDataModule()
+    datamodule = modules["data.datamodule"]
+    data = datamodule.DataModule()
     data.setup("fit")
-    networks = modules["model"]
-    net = networks.MLPClassifier(data.input_shape, data.num_classes, hidden, 0.3)
-    model = networks.Classifier(net, data.input_shape, data.num_classes)
+    net = modules["networks"].MLPClassifier(data.input_shape, data.num_classes, hidden, 0.3)
+    output = modules["tasks.classification"].ClassPriorBias(data.num_classes)
+    model = modules["module"].InferenceModel(net, data.input_shape, output)
     model.standardize.set_stats(*data.input_stats())
-    model.set_class_priors(data.class_priors())
+    model.output.set_priors(data.class_priors())
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
         lr=3e-3,
+        fused=True,  # as the project's
     )
     train_loader, val_loader = data.train_dataloader(), data.val_dataloader()
     total = epochs * len(train_loader)
@@ -67,8 +70,8 @@ def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[fl
         model.train()
         loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
         for x, y in train_loader:
-            shifted = modules["data"].random_shift(x)  # x: (B, 1, 8, 8)
-            x = torch.where(torch.rand(len(x), 1, 1, 1) < 0.3, shifted, x)
+            shifted = datamodule.random_shift(x)  # x: (B, 1, 8, 8)
+            x = torch.where(torch.rand(len(x), 1, 1, 1) < data.shift_prob, shifted, x)
             logits = model(x)
             loss = F.cross_entropy(logits, y, label_smoothing=0.1)
             optimizer.zero_grad(set_to_none=True)
@@ -104,9 +107,9 @@ def bare_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[flo
         num_sanity_val_steps=0,
         callbacks=[timer],
     )
-    net = modules["model"].MLPClassifier(hidden_sizes=hidden)
-    model = modules["module"].LitClassifier(net=net)
-    trainer.fit(model, datamodule=modules["data"].ClassificationDataModule())
+    net = modules["networks"].MLPClassifier(hidden_sizes=hidden)
+    model = modules["module"].LitModel(net=net)
+    trainer.fit(model, datamodule=modules["data.datamodule"].DataModule())
     return timer.times[1:]
 
 
@@ -114,14 +117,13 @@ def project_epochs(
     modules: dict, project: Path, hidden: tuple[int, ...], epochs: int, root: Path
 ) -> list[float]:
     """The project's own CLI and configs/default.yaml, as train.py builds them."""
-    cli = modules["cli"].build_cli(
+    cli = modules["training.cli"].build_cli(
         [
             f"--trainer.max_epochs={epochs}",
             f"--trainer.default_root_dir={root}",
             f"--trainer.logger.init_args.save_dir={root}",
             f"--model.net.init_args.hidden_sizes=[{', '.join(map(str, hidden))}]",
             "--trainer.enable_progress_bar=false",
-            "--trainer.enable_model_summary=false",
         ],
         project / "configs" / "default.yaml",
     )
@@ -142,7 +144,8 @@ def main() -> None:
         "--before",
         metavar="REF",
         help="also time the project as baked from this git commit (before a change), "
-        "interleaved with the others, and print after / before",
+        "interleaved with the others, and print after / before (a commit of the package "
+        "in folders, or aa2eff7 and before)",
     )
     args = parser.parse_args()
     repeats, epochs = (1, 3) if args.smoke else (args.repeats, args.epochs)
@@ -150,12 +153,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as workdir:
         project = bake(Path(workdir))
-        modules = import_modules(project, "cli", "data", "model", "module", "runtime")
+        names = ("training.cli", "data.datamodule", "networks", "module", "tasks.classification")
+        modules = import_modules(project, *names, "runtime")
         modules["runtime"].quiet_known_noise()
         before = None
         if args.before:
             project_before = bake(Path(workdir), args.before)
-            before = (project_before, import_modules(project_before, "cli", "runtime"))
+            before = (project_before, import_modules(project_before, "training.cli"))
         torch.set_num_threads(args.threads)  # one thread: the least noisy on a shared machine
         threads = torch.get_num_threads()
         sys.argv = ["train.py"]  # LightningCLI reads it
@@ -188,7 +192,7 @@ def main() -> None:
 
 
 def steps_per_epoch(modules: dict) -> int:
-    data = modules["data"].ClassificationDataModule()
+    data = modules["data.datamodule"].DataModule()
     data.setup("fit")
     return len(data.train_dataloader())
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from baked import bake, machine
 
-QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+QUIET = ["--trainer.enable_progress_bar=false"]
 
 
 def timed(command: list[str], cwd: Path) -> tuple[float, float, str]:
@@ -58,7 +58,7 @@ def startup(project: Path, repeats: int) -> dict[str, float]:
     commands = {
         'python -c "import lightning"': [python, "-c", "import lightning"],
         "python train.py --help": [python, "train.py", "--help"],
-        # The floor with what every entry point does first (runtime.freeze_imports): the
+        # The floor with what every entry point's __main__ does first (gc.freeze()): the
         # exit's last collection no longer scans the imported modules' objects.
         'python -c "import lightning, gc; gc.freeze()"': [
             python,
@@ -91,15 +91,15 @@ def ddp_throughput(
 ) -> dict[tuple[int, str], float]:
     """Training samples per second, 1 process vs the ddp-cpu preset (2 processes, gloo), per
     batch size (per process): one epoch's samples over the median epoch time (first skipped),
-    timed inside the run by epoch_clock.EpochClock."""
+    timed inside the run by epoch_clock.EpochClock, which counts the samples too."""
     variants = {
         "1 process": [],
         "2 processes (configs/ddp-cpu.yaml)": ["--config", "configs/ddp-cpu.yaml"],
     }
-    train_samples = 1257  # 70 % of the 1,797 digits
     epoch_times: dict[tuple[int, str], list[float]] = {
         (batch, name): [] for batch in batch_sizes for name in variants
     }
+    samples = {}
     clock = project / "epochs.json"
     for _ in range(repeats):
         for (batch, name), times in epoch_times.items():
@@ -115,8 +115,10 @@ def ddp_throughput(
                 *QUIET,
             ]
             timed(command, project)
-            times += json.loads(clock.read_text())[1:]
-    return {key: train_samples / statistics.median(times) for key, times in epoch_times.items()}
+            figures = json.loads(clock.read_text())
+            times += figures["seconds"][1:]
+            samples[batch, name] = figures["train_samples"]
+    return {key: samples[key] / statistics.median(times) for key, times in epoch_times.items()}
 
 
 def main() -> None:

@@ -16,14 +16,104 @@ from .conftest import DEFAULT_PACKAGE, PYTHON, TEMPLATE_DIR, project_files, run
 
 OPTIONS = {
     "logger": ["tensorboard", "csv", "wandb", "mlflow"],
+    "tuning": ["yes", "no"],
+    "serving": ["yes", "no"],
     "license": ["MIT", "Apache-2.0", "BSD-3-Clause", "none"],
     "github_ci": ["yes", "no"],
     "python_version": ["3.11", "3.12", "3.13"],
 }
+# Every extra off, every extra on, and each extra alone (the yes/no prompts).
+EXTRAS = ("tuning", "serving")
+EXTRA_BAKES = {
+    "every-extra-off": dict.fromkeys(EXTRAS, "no"),
+    "every-extra-on": dict.fromkeys(EXTRAS, "yes"),
+    **{f"{extra}-alone": {e: "yes" if e == extra else "no" for e in EXTRAS} for extra in EXTRAS},
+}
 LEFTOVER_JINJA = re.compile(r"\{\{\s*cookiecutter|\{%|%\}|\{#")
+PACKAGE_FILES = {
+    "": ("__init__", "module", "networks", "runtime"),
+    "data/": ("__init__", "datamodule", "images", "loading", "sources", "splits"),
+    "export/": ("__init__", "formats", "inputs", "verify"),
+    "report/": ("__init__", "evaluation", "plots", "summary"),
+    "tasks/": ("__init__", "classification"),
+    "training/": (
+        "__init__",
+        "callbacks",
+        "checkpoints",
+        "cli",
+        "hardware",
+        "interruption",
+        "loggers",
+    ),
+}
+CORE_TESTS = (
+    "__init__",
+    "conftest",
+    "networks",
+    "probes",
+    "subprocesses",
+    *(
+        f"test_{name}"
+        for name in (
+            "callbacks",
+            "checkpoints",
+            "classification",
+            "data",
+            "data_files",
+            "distributed",
+            "evaluate",
+            "export",
+            "fault_recovery",
+            "image_folders",
+            "interruption",
+            "model",
+            "module",
+            "plots",
+            "predict",
+            "preset_training",
+            "presets",
+            "properties",
+            "runtime",
+            "train",
+        )
+    ),
+)
+PRESETS = (
+    "cpu",
+    "gpu",
+    "bf16-mixed",
+    "16-mixed",
+    "ddp",
+    "ddp-cpu",
+    "multi-node",
+    "debug",
+    "reproducible",
+    "low-memory",
+    "cnn",
+)
+PROJECT = TEMPLATE_DIR / "{{cookiecutter.project_slug}}"
 
 
-def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -> set[str]:
+def template_files(folder: str, package: str) -> set[str]:
+    """The files of one of the template's folders, as a bake names them."""
+    root = PROJECT / folder.replace("{package}", "{{cookiecutter.package_name}}")
+    named = folder.replace("{package}", package)
+    return {
+        f"{named}/{path.relative_to(root).as_posix()}"
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def expected_files(
+    package: str,
+    license: str = "MIT",
+    github_ci: str = "yes",
+    logger: str = "tensorboard",
+    tuning: str = "yes",
+    serving: str = "yes",
+) -> set[str]:
+    """The exact file set of a bake: the core, then what each answer adds."""
     files = {
         ".gitignore",
         ".pre-commit-config.yaml",
@@ -31,106 +121,28 @@ def expected_files(package: str, license: str = "MIT", github_ci: str = "yes") -
         "pyproject.toml",
         "train.py",
         "predict.py",
-        "sweep.py",
         "evaluate.py",
-        "serve.py",
         "configs/default.yaml",
-        "configs/sweep.yaml",
-        *(
-            f"configs/{name}.yaml"
-            for name in (
-                "cpu",
-                "gpu",
-                "bf16-mixed",
-                "16-mixed",
-                "ddp",
-                "ddp-cpu",
-                "multi-node",
-                "debug",
-                "reproducible",
-                "low-memory",
-                "cnn",
-            )
-        ),
+        *(f"configs/{name}.yaml" for name in PRESETS),
         "scripts/slurm.sbatch",
         *(
-            f"src/{package}/{name}.py"
-            for name in (
-                "__init__",
-                "artifacts",
-                "baselines",
-                "callbacks",
-                "checkpoints",
-                "cli",
-                "data",
-                "data_files",
-                "deferred_imports",
-                "export",
-                "hardware",
-                "hook_dispatch",
-                "images",
-                "interruption",
-                "model",
-                "module",
-                "network_check",
-                "options",
-                "plots",
-                "report",
-                "resumable_loader",
-                "runtime",
-                "logger_resume",
-                "mlflow_store",
-                "model_inputs",
-                "search_space",
-                "serving",
-                "evaluation",
-                "summary",
-                "sweep_report",
-                "sweep_setup",
-                "tables",
-                "trial_builder",
-                "tuning",
-                "web_app",
-            )
+            f"src/{package}/{folder}{name}.py"
+            for folder, names in PACKAGE_FILES.items()
+            for name in names
         ),
-        *(
-            f"tests/{name}.py"
-            for name in (
-                "__init__",
-                "conftest",
-                "test_baselines",
-                "test_callbacks",
-                "test_checkpoints",
-                "probes",
-                "subprocesses",
-                "test_data",
-                "test_data_files",
-                "test_deferred_imports",
-                "networks",
-                "test_distributed",
-                "test_evaluate",
-                "test_export",
-                "test_fault_recovery",
-                "test_hook_dispatch",
-                "test_image_folders",
-                "test_interruption",
-                "test_mlflow_store",
-                "test_properties",
-                "test_model",
-                "test_module",
-                "test_plots",
-                "test_predict",
-                "test_preset_training",
-                "test_presets",
-                "test_runtime",
-                "test_search_space",
-                "test_serve",
-                "test_sweep",
-                "test_train",
-                "test_trial_builder",
-            )
-        ),
+        *(f"tests/{name}.py" for name in CORE_TESTS),
     }
+    if tuning == "yes":
+        files |= {"sweep.py", "configs/sweep.yaml"}
+        files |= template_files("src/{package}/tune", package) | template_files(
+            "tests/tune", package
+        )
+    if serving == "yes":
+        files.add("serve.py")
+        files |= template_files("src/{package}/serve", package)
+        files |= template_files("tests/serve", package)
+    if logger in ("wandb", "mlflow"):
+        files.add(f"tests/test_{logger}.py")
     if license != "none":
         files.add("LICENSE")
     if github_ci == "yes":
@@ -178,7 +190,7 @@ def test_defaults_bake_the_documented_project(bake) -> None:
 def test_every_option_value_bakes_exactly_what_it_needs(bake, option: str, value: str) -> None:
     project = bake(**{option: value})
     assert project_files(project) == expected_files(
-        DEFAULT_PACKAGE, **{k: value for k in [option] if k in ("license", "github_ci")}
+        DEFAULT_PACKAGE, **{option: value} if option != "python_version" else {}
     )
     assert_no_leftover_jinja(project)
     assert_ruff_clean(project)
@@ -214,6 +226,47 @@ def test_every_option_value_bakes_exactly_what_it_needs(bake, option: str, value
         workflow = yaml.safe_load((project / ".github/workflows/ci.yml").read_text())
         steps = workflow["jobs"]["test"]["steps"]
         assert any(step.get("if") == "${{ failure() }}" for step in steps)
+
+
+# What each extra brings into pyproject.toml and the README, and nothing without it.
+EXTRA_PACKAGES = {"tuning": ("optuna==", "optuna-integration=="), "serving": ("fastapi==",)}
+EXTRA_SCRIPTS = {"tuning": "sweep.py", "serving": "serve.py"}
+
+
+@pytest.mark.parametrize("name", list(EXTRA_BAKES))
+def test_each_extra_brings_its_code_tests_docs_and_packages_and_nothing_else(
+    bake, name: str
+) -> None:
+    answers = EXTRA_BAKES[name]
+    project = bake(**answers)
+    assert project_files(project) == expected_files(DEFAULT_PACKAGE, **answers)
+    assert_no_leftover_jinja(project)
+    assert_ruff_clean(project)
+    pyproject = (project / "pyproject.toml").read_text()
+    readme = (project / "README.md").read_text()
+    for extra, chosen in answers.items():
+        for package in EXTRA_PACKAGES[extra]:
+            assert (package in pyproject) == (chosen == "yes"), (extra, package)
+        script = EXTRA_SCRIPTS[extra]
+        assert (f'"{script}"' in pyproject) == (chosen == "yes"), "mypy's files"
+        # The README says how to add a missing extra later, and nothing else about it.
+        assert (f"python {script}" in readme) == (chosen == "yes"), (extra, script)
+        assert f'--variables-to-update \'{{"{extra}": "yes"}}\'' in readme or chosen == "yes"
+
+
+@pytest.mark.slow
+def test_every_extra_off_installs_no_optuna_fastapi_wandb_nor_mlflow(bake) -> None:
+    """What `pip install -e ".[dev]"` would install in the lean bake, resolved (uv, from the
+    package index): none of the extras' or other loggers' packages, not even indirectly."""
+    project = bake(logger="csv", **EXTRA_BAKES["every-extra-off"])
+    resolved = run(
+        [PYTHON, "-m", "uv", "pip", "compile", "pyproject.toml", "--extra", "dev", "--quiet"],
+        cwd=project,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    names = {line.split("==")[0].lower() for line in resolved.stdout.splitlines() if "==" in line}
+    assert {"torch", "lightning", "torchmetrics", "pytest"} <= names
+    assert not names & {"optuna", "optuna-integration", "fastapi", "uvicorn", "wandb", "mlflow"}
 
 
 def test_runtime_pins_match_the_template_test_environment(bake) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DEFAULT_SLUG, PYTHON, TEMPLATE_DIR, run
+from .conftest import DEFAULT_PACKAGE, DEFAULT_SLUG, PYTHON, TEMPLATE_DIR, run
 
 # What is not the template: local environments and caches (all ignored by its .gitignore).
 NOT_TEMPLATE = shutil.ignore_patterns(
@@ -150,3 +150,93 @@ def test_a_project_baked_with_plain_cookiecutter_is_linked_then_updated(
     updated = cruft(project, "update", "--skip-apply-ask")
     assert updated.returncode == 0, updated.stdout + updated.stderr
     assert TRAIN_DOC_V2 in (project / "train.py").read_text()
+
+
+def test_an_extra_left_out_is_added_later_and_its_tests_pass(
+    template_repo: Path, tmp_path: Path
+) -> None:
+    """Baked without tuning, then `cruft update --variables-to-update '{"tuning": "yes"}'`:
+    the project has sweep.py, its code, config, tests and packages, and those tests pass."""
+    out = tmp_path / "projects"
+    out.mkdir()
+    answers = json.dumps({"tuning": "no", "serving": "no", "logger": "csv"})
+    created = cruft(out, "create", str(template_repo), "--no-input", "--extra-context", answers)
+    assert created.returncode == 0, created.stdout + created.stderr
+    project = out / DEFAULT_SLUG
+    assert not (project / "sweep.py").exists()
+    git(project, "init", "--quiet", "--initial-branch", "main")
+    git(project, "add", "--all")
+    git(project, "commit", "--quiet", "--message", "baked")
+
+    added = cruft(
+        project, "update", "--variables-to-update", '{"tuning": "yes"}', "--skip-apply-ask"
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    for path in ("sweep.py", "configs/sweep.yaml", "tests/tune"):
+        assert (project / path).exists(), path
+    assert '"optuna==' in (project / "pyproject.toml").read_text()
+    assert not (project / "serve.py").exists(), "only what was asked for"
+    suite = run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "tuning", "-x"],
+        cwd=project,
+        timeout=1200,  # a bound on a hang, not a speed check
+        OMP_NUM_THREADS="1",
+    )
+    assert suite.returncode == 0, suite.stdout[-5000:] + suite.stderr[-3000:]
+    assert " passed" in suite.stdout.splitlines()[-1]
+
+
+# The template's commit before the extras became prompts (sweep.py and serve.py in every bake).
+BEFORE_EXTRAS = "aa2eff7"
+
+
+def test_a_project_baked_before_the_extras_keeps_sweep_and_serve_through_an_update(
+    tmp_path: Path,
+) -> None:
+    """A `.cruft.json` made before the tuning and serving prompts existed: the update takes
+    their defaults ("yes"), so the project keeps sweep.py and serve.py, in the new layout."""
+    repo = tmp_path / "template"
+    repo.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(TEMPLATE_DIR), "archive", BEFORE_EXTRAS],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        pytest.fail(f"the template's history lacks {BEFORE_EXTRAS}: test from a full clone")
+    subprocess.run(["tar", "-x", "-C", str(repo)], input=archive.stdout, check=True)
+    git(repo, "init", "--quiet", "--initial-branch", "main")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "--message", "before the extras")
+    out = tmp_path / "projects"
+    out.mkdir()
+    created = cruft(out, "create", str(repo), "--no-input")
+    assert created.returncode == 0, created.stdout + created.stderr
+    project = out / DEFAULT_SLUG
+    assert (
+        "tuning" not in json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]
+    )
+    git(project, "init", "--quiet", "--initial-branch", "main")
+    git(project, "add", "--all")
+    git(project, "commit", "--quiet", "--message", "baked")
+
+    for path in repo.iterdir():  # the template as it is now
+        if path.name != ".git":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    shutil.copytree(TEMPLATE_DIR, repo, ignore=NOT_TEMPLATE, dirs_exist_ok=True)
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "--message", "extras chosen at bake time")
+
+    updated = cruft(project, "update", "--skip-apply-ask")
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    for path in (
+        "sweep.py",
+        "serve.py",
+        f"src/{DEFAULT_PACKAGE}/tune",
+        f"src/{DEFAULT_PACKAGE}/serve",
+    ):
+        assert (project / path).exists(), path
+    assert not (project / f"src/{DEFAULT_PACKAGE}/tuning.py").exists(), "the old layout is gone"
+    for path in project.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            assert "<<<<<<<" not in path.read_text(errors="replace"), path

@@ -1,5 +1,4 @@
-"""Serve an exported model over HTTP: needs the serve extra (pip install -e ".[serve]"), not
-Lightning.
+"""Serve an exported model over HTTP: the serve extra (pip install -e ".[serve]"), no Lightning.
 
 To run:
     python serve.py runs/.../export/model.pt2                 # http://127.0.0.1:8000
@@ -7,14 +6,15 @@ To run:
     curl -s localhost:8000/predict -H 'Content-Type: application/json' -d @sample.json
     curl -s localhost:8000/predict -F file=@digit.png          # image models
 
-Endpoints: POST /predict, GET /health, GET /metadata (and the OpenAPI page at /docs).
-A model that is missing, corrupt or of an unknown format is refused before the server
-listens, in one line (exit code 2). SIGTERM or Ctrl-C stops it after the requests in flight.
+POST /predict, GET /health, GET /metadata (and the OpenAPI page at /docs). A bad model is
+refused in one line (exit code 2) before the server listens; SIGTERM or Ctrl-C stops it after
+the requests in flight.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.runtime import freeze_imports
-from {{ cookiecutter.package_name }}.serving import Limits, ServedModel
+from {{ cookiecutter.package_name }}.runtime import available_cores
+from {{ cookiecutter.package_name }}.serve.model import Limits, ServedModel
 
 # --workers > 1: uvicorn starts each worker from an import string; the settings go by this.
 SETTINGS_VARIABLE = "SERVE_SETTINGS"
@@ -41,23 +41,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
     args = parser.parse_args(argv)
-    for name in ("workers", "max_batch"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_body_mb <= 0:
-        parser.error("--max-body-mb must be positive")
+    for name in ("workers", "max_batch", "max_body_mb"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     return args
 
 
 def load_model(settings: dict[str, Any]) -> ServedModel:
     limits = Limits(settings["max_batch"], int(settings["max_body_mb"] * 2**20))
-    threads = max(1, (os.cpu_count() or 1) // settings["workers"])
+    threads = max(1, available_cores() // settings["workers"])
     return ServedModel(Path(settings["model"]), limits, threads)
 
 
 def app_from_settings() -> Any:
     """uvicorn's factory in each worker process (--workers > 1)."""
-    from {{ cookiecutter.package_name }}.web_app import create_app
+    from {{ cookiecutter.package_name }}.serve.app import create_app
 
     return create_app(load_model(json.loads(os.environ[SETTINGS_VARIABLE])))
 
@@ -72,11 +70,11 @@ def check_port_free(host: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    settings = {key: str(value) if key == "model" else value for key, value in vars(args).items()}
+    settings = vars(args) | {"model": str(args.model)}
     try:
         import uvicorn
 
-        from {{ cookiecutter.package_name }}.web_app import create_app
+        from {{ cookiecutter.package_name }}.serve.app import create_app
     except ImportError as error:
         print(f'error: {error.name} is missing: pip install -e ".[serve]"', file=sys.stderr)
         raise SystemExit(2) from None
@@ -88,30 +86,24 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     print(
         f"serving {model.path} ({model.format}, inputs of shape {model.input_shape}, "
-        f"{len(model.class_names)} classes) on http://{args.host}:{args.port}: POST /predict, "
-        "GET /health, GET /metadata",
+        f"{len(model.class_names)} classes) on http://{args.host}:{args.port}",
         flush=True,
     )
-    options: dict[str, Any] = {
-        "host": args.host,
-        "port": args.port,
-        "access_log": args.access_log,
-        "log_level": "info",
-        "timeout_graceful_shutdown": 30,  # SIGTERM: the requests in flight get this long
-    }
-    if args.workers == 1:
-        uvicorn.run(create_app(model), **options)
-        return
-    os.environ[SETTINGS_VARIABLE] = json.dumps(settings)
+    os.environ[SETTINGS_VARIABLE] = json.dumps(settings)  # read by each of --workers > 1
+    many = args.workers > 1
     uvicorn.run(
-        "serve:app_from_settings",
-        factory=True,
+        "serve:app_from_settings" if many else create_app(model),
+        factory=many,
         workers=args.workers,
         app_dir=str(Path(__file__).resolve().parent),
-        **options,
+        host=args.host,
+        port=args.port,
+        access_log=args.access_log,
+        log_level="info",
+        timeout_graceful_shutdown=30,  # SIGTERM: how long the requests in flight get
     )
 
 
 if __name__ == "__main__":
-    freeze_imports()  # a script: nothing of an earlier run is alive to keep
+    gc.freeze()  # the imports live as long as the process: out of the collector's sight
     main()

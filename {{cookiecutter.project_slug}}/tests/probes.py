@@ -71,19 +71,6 @@ class RankProbe(L.Callback):
         path.write_text(json.dumps(self.facts))
 
 
-class TrainingStarted(L.Callback):
-    """Writes ``started`` into ``out_dir`` after the first training batch: the run is inside
-    fit, its signal handlers in place, and a test can interrupt it now."""
-
-    def __init__(self, out_dir: str) -> None:
-        self.out_dir = Path(out_dir)
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.global_step == 1:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "started").touch()
-
-
 class SendSignal(L.Callback):
     """Sends ``signal`` (a name, e.g. SIGINT) to its own process ``times`` times once
     ``step`` optimizer steps have run: a real signal at a known step, for runs that a test

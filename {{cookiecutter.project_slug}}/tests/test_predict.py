@@ -53,11 +53,11 @@ def test_predict_gives_the_eager_classes(trained_run: Run, test_split, fmt: str,
 
 
 @pytest.mark.slow
-def test_predict_runs_without_lightning(trained_run: Run, test_split) -> None:
+def test_predict_and_the_networks_run_without_lightning(trained_run: Run, test_split) -> None:
     inputs, _ = test_split
     artifact = trained_run.summary["export"]["torchscript"]["path"]
     code = (
-        "import sys, predict; predict.main(sys.argv[1:]); "
+        "import sys, predict, {{ cookiecutter.package_name }}.networks; predict.main(sys.argv[1:]); "
         "assert not [m for m in sys.modules if m.startswith(('lightning', 'pytorch_lightning'))]"
     )
     result = subprocess.run(

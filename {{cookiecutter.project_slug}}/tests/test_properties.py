@@ -130,7 +130,7 @@ def parser():
     key=st.sampled_from(sorted(RANGES)),
     value=st.one_of(st.integers(-5, 5), st.floats(-2, 2, allow_nan=False)),
 )
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_option_value_parses_in_its_range_or_is_refused_in_a_few_lines(
     parser, key: str, value: float
 ) -> None:

@@ -1,5 +1,5 @@
-"""The sweep's pieces, without training: the space file, the per-trial seeding, dead trials,
-the choice of the best trial and the report."""
+"""The sweep's pieces, without training: the space file, the per-trial seeding, a killed
+trial failed and retried by Optuna's heartbeat, the choice of the best trial and the report."""
 
 from __future__ import annotations
 
@@ -7,15 +7,23 @@ import dataclasses
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
 import pytest
-from optuna.distributions import FloatDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState, create_trial
 
+from {{ cookiecutter.package_name }}.tune import study as study_module
+from {{ cookiecutter.package_name }}.tune.report import (
+    best_trial,
+    chosen_trial,
+    standard_error,
+    write_report,
+)
 from {{ cookiecutter.package_name }}.tune.space import (
-    Distribution,
     SpaceError,
     SweepSpec,
     check_keys,
@@ -23,25 +31,13 @@ from {{ cookiecutter.package_name }}.tune.space import (
     load_spec,
     to_param,
 )
-from {{ cookiecutter.package_name }}.tune.report import (
-    best_trial,
-    chosen_trial,
-    standard_error,
-    write_report,
-)
-from {{ cookiecutter.package_name }}.tune.study import (
-    SIZE,
-    TIE_BREAK,
-    VAL_SAMPLES,
-    WORKER_ATTR,
-    TrialSeededSampler,
-    fail_dead_trials,
-    open_storage,
-    worker_identity,
-)
+from {{ cookiecutter.package_name }}.tune.study import TrialSeededSampler, open_storage
+from {{ cookiecutter.package_name }}.tune.trial import SIZE, TIE_BREAK, VAL_SAMPLES
 
-from .conftest import CONFIGS
+from ..conftest import CONFIGS
+from ..subprocesses import script_env
 
+pytestmark = pytest.mark.tuning
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
@@ -49,10 +45,10 @@ def test_the_shipped_space_reads_as_documented() -> None:
     spec = load_spec(CONFIGS / "sweep.yaml")
     assert (spec.metric, spec.direction, spec.pruner) == ("val/acc", "maximize", "median")
     assert spec.warmup_epochs >= 1 and spec.startup_trials >= 1
-    by_key = {d.key: d for d in spec.space}
-    assert by_key["model.lr"].kind == "float" and by_key["model.lr"].log
-    assert [] in by_key["model.net.init_args.hidden_sizes"].choices  # a linear model
-    assert set(by_key) >= {"model.lr", "model.weight_decay", "data.batch_size"}
+    lr, hidden = spec.space["model.lr"], spec.space["model.net.init_args.hidden_sizes"]
+    assert isinstance(lr, FloatDistribution) and lr.log
+    assert isinstance(hidden, CategoricalDistribution) and "[]" in hidden.choices  # linear
+    assert set(spec.space) >= {"model.lr", "model.weight_decay", "data.batch_size"}
     # First train.py's own config, then a linear model; best.yaml takes the simplest trial.
     assert spec.start == ({}, {"model.net.init_args.hidden_sizes": [], "model.lr": 0.01})
     assert spec.select == "simplest"
@@ -64,6 +60,9 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+A = "space: {a: {type: float, low: 1, high: 2}}\n"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -71,36 +70,36 @@ def write(tmp_path: Path, text: str) -> Path:
         ("metric: val/acc\n", "a non-empty 'space:'"),
         ("space: {}\n", "a non-empty 'space:'"),
         ("spaces: {model.lr: {type: float, low: 1, high: 2}}\n", "a non-empty 'space:'"),
-        ("space: {a: {type: float, low: 1, high: 2}}\nmetrics: x\n", "unknown top-level key"),
-        ("space: {a: {type: float, low: 1, high: 2}}\npruner: hyperband\n", "expected {kind"),
-        (
-            "space: {a: {type: float, low: 1, high: 2}}\npruner: {warmup_epochs: -1}\n",
-            "pruner.warmup_epochs -1: must be 0 or more",
-        ),
+        (A + "metrics: x\n", "unknown top-level key"),
+        (A + "pruner: hyperband\n", "expected {kind"),
+        (A + "pruner: {warmup_epochs: -1}\n", "pruner.warmup_epochs -1: must be 0 or more"),
         ("space: {a: 0.1}\n", "0.1 is not a distribution"),
-        ("space: {a: {type: int, low: 1.5, high: 4}}\n", "must be int numbers"),
-        ("space: {a: {type: float, low: 1, high: .inf}}\n", "must be finite"),
-        ("space: {a: {type: float, low: 1, high: 2, log: true, step: 0.5}}\n", "step must"),
-        ("space: {a: {type: float, low: 1, high: 2, scale: log}}\n", "got ['high', 'low'"),
-        ("space: {a: {type: categorical, choices: []}}\n", "a non-empty list"),
-        ("space: {a: {type: float, low: 1, high: 2}}\nmetric: ''\n", "must be a logged metric"),
-        ("space: {a: {type: float, low: 1, high: 2}}\nselect: newest\n", "simplest or best"),
-        ("space: {a: {type: float, low: 1, high: 2}}\nstart: {a: 1}\n", "a list of mappings"),
+        ("space: {a: {type: int, low: 1.5, high: 4}}\n", "low must be a finite int number"),
+        ("space: {a: {type: float, low: 1, high: .inf}}\n", "high must be a finite float"),
+        # Optuna's own checks, each in one line naming the key:
+        ("space: {a: {type: float, low: 1, high: 2, log: true, step: 0.5}}\n", "key a: The "),
+        ("space: {a: {type: float, low: 0, high: 2, log: true}}\n", "`low > 0` must hold"),
+        ("space: {a: {type: float, low: 3, high: 2}}\n", "`low <= high` must hold"),
+        ("space: {a: {type: float, low: 1, high: 2, scale: log}}\n", "keyword argument 'scale'"),
+        ("space: {a: {type: float, low: 1}}\n", "missing 1 required positional argument"),
+        ("space: {a: {type: categorical, choices: []}}\n", "one or more elements"),
+        ("space: {a: {type: categorical, choices: 3}}\n", "choices must be a non-empty list"),
+        (A + "metric: ''\n", "must be a logged metric"),
+        (A + "select: newest\n", "must be best or simplest"),
+        (A + "direction: up\n", "direction 'up': must be maximize or minimize"),
+        (A + "start: {a: 1}\n", "a list of mappings"),
         (
             "space: {lr: {type: float, low: 1, high: 2}}\nstart: [{}, {lrate: 1.5}]\n",
             "start point 1: lrate is no space key: did you mean lr?",
         ),
-        (
-            "space: {a: {type: float, low: 1, high: 2}}\nstart: [{a: 3}]\n",
-            "start point 0: a: 3 is outside its distribution (float from 1 to 2)",
-        ),
+        (A + "start: [{a: 3}]\n", "start point 0: a: 3 is outside its distribution Float"),
         (
             "space: {a: {type: int, low: 0, high: 8, step: 2}}\nstart: [{a: 3}]\n",
-            "a: 3 is outside its distribution (int from 0 to 8, step 2)",
+            "a: 3 is outside its distribution IntDistribution(high=8, log=False, low=0, step=2)",
         ),
         (
             "space: {h: {type: categorical, choices: [[], [8]]}}\nstart: [{h: [9]}]\n",
-            "h: [9] is outside its distribution (choices [[], [8]])",
+            "h: [9] is outside its distribution",
         ),
         (  # the trial would run 64.0, which the option refuses, and Optuna store 64
             "space: {b: {type: categorical, choices: [32, 64]}}\nstart: [{b: 64.0}]\n",
@@ -123,6 +122,7 @@ def test_a_malformed_space_is_refused_with_what_to_write(
         load_spec(write(tmp_path, text))
     assert expected in str(error.value)
     assert "\n" not in str(error.value)
+    assert str(error.value).startswith(str(tmp_path))  # the file it is in
 
 
 def test_a_missing_space_file_is_named(tmp_path: Path) -> None:
@@ -136,35 +136,33 @@ def test_list_choices_travel_through_optuna_as_text_and_come_back() -> None:
         assert isinstance(to_param(choice), str)
     for scalar in (32, 0.5, "relu", None, True):
         assert to_param(scalar) == scalar
-    spec = SweepSpec()
-    args = spec.as_args({"model.net.init_args.hidden_sizes": "[128, 64]", "model.lr": 0.01})
+    args = SweepSpec().as_args({"model.net.init_args.hidden_sizes": "[128, 64]", "model.lr": 0.01})
     assert args == ["--model.net.init_args.hidden_sizes=[128, 64]", "--model.lr=0.01"]
 
 
 def test_an_unknown_key_names_the_closest_config_key() -> None:
     spec = load_spec(CONFIGS / "sweep.yaml")
-    valid = [d.key for d in spec.space]
+    valid = list(spec.space)
     check_keys(spec, valid)  # every key known: passes
     with pytest.raises(SpaceError, match=r"model\.weight_decay is no config key: see python"):
         check_keys(spec, [k for k in valid if k != "model.weight_decay"] + ["zzz"])
-    typo = SweepSpec(space=(Distribution("model.lrate", "float", low=0.1, high=1.0),))
+    typo = SweepSpec(space={"model.lrate": FloatDistribution(0.1, 1.0)})
     with pytest.raises(SpaceError, match=r"did you mean model\.lr\?"):
         check_keys(typo, valid)
 
 
-def draw(seed: int, trials: int, starts: tuple[dict, ...] = (), startup: int = 10) -> list[dict]:
-    study = optuna.create_study(sampler=TrialSeededSampler(seed, startup, starts))
-    params = []
-    for number in range(trials):
-        trial = study.ask()
-        params.append(
-            {
-                "lr": trial.suggest_float("lr", 1e-4, 1e-1, log=True),
-                "hidden": from_param(trial.suggest_categorical("hidden", ["[]", "[8]", "[8, 8]"])),
-            }
-        )
-        study.tell(trial, 0.5 + number / 100)
-    return params
+def test_the_edges_reach_every_bound_and_choice() -> None:
+    spec = SweepSpec(
+        space={
+            "lr": FloatDistribution(0.1, 1.0),
+            "hidden": CategoricalDistribution(["[]", "[8]", "[8, 8]"]),
+        }
+    )
+    assert spec.edges() == [
+        {"lr": 0.1, "hidden": []},
+        {"lr": 1.0, "hidden": [8]},
+        {"lr": 0.1, "hidden": [8, 8]},
+    ]
 
 
 def test_start_points_are_the_first_trials_and_fill_in_what_they_leave_out() -> None:
@@ -190,6 +188,22 @@ def test_start_points_are_the_first_trials_and_fill_in_what_they_leave_out() -> 
     assert linear == {**defaults, "model.net.init_args.hidden_sizes": "[]", "model.lr": 0.01}
 
 
+def draw(seed: int, trials: int, starts: tuple[dict, ...] = (), startup: int = 10) -> list[dict]:
+    spec = SweepSpec(
+        space={
+            "lr": FloatDistribution(1e-4, 1e-1, log=True),
+            "hidden": CategoricalDistribution(["[]", "[8]", "[8, 8]"]),
+        }
+    )
+    study = optuna.create_study(sampler=TrialSeededSampler(seed, startup, starts))
+    params = []
+    for number in range(trials):
+        trial = study.ask()
+        params.append(spec.suggest(trial))
+        study.tell(trial, 0.5 + number / 100)
+    return params
+
+
 def test_the_sampler_runs_the_start_points_first_then_draws() -> None:
     starts = ({"lr": 0.003, "hidden": "[8, 8]"}, {"hidden": "[]"})
     first = draw(42, 6, starts, startup=2)
@@ -208,22 +222,37 @@ def test_each_trial_is_seeded_by_its_number() -> None:
     assert draw(7, 4) != first
 
 
-@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed:UserWarning")  # ask() here
-def test_trials_of_a_dead_local_process_are_failed_live_ones_kept(tmp_path: Path) -> None:
-    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'study.db'}"))
-    finished = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
+KILLED_TRIAL = """
+import os, signal, time, optuna
+from {{ cookiecutter.package_name }}.tune.study import open_storage
+
+def objective(trial):
+    trial.suggest_float("x", 0.0, 1.0)
+    time.sleep(0.5)  # the heartbeat's first beat
+    os.kill(os.getpid(), signal.SIGKILL)
+
+optuna.load_study(study_name="s", storage=open_storage(os.environ["URL"])).optimize(objective)
+"""
+
+
+def test_a_killed_processes_trial_is_failed_and_retried_by_optunas_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(study_name="s", storage=open_storage(url))
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_TRIAL], env=script_env(URL=url), check=False, timeout=120
     )
-    dead_worker = {**worker_identity(), "pid": int(finished.stdout)}
-    dead, alive = study.ask(), study.ask()
-    dead.set_user_attr(WORKER_ATTR, dead_worker)
-    alive.set_user_attr(WORKER_ATTR, worker_identity())
-    assert fail_dead_trials(study) == [dead.number]
-    states = {t.number: t.state for t in study.trials}
-    assert states == {dead.number: TrialState.FAIL, alive.number: TrialState.RUNNING}
+    assert killed.returncode == -9
+    monkeypatch.setattr(study_module, "GRACE_S", 1)  # this process's look: a shorter grace
+    study = optuna.load_study(study_name="s", storage=open_storage(url))
+    (running,) = study.get_trials(states=(TrialState.RUNNING,))
+    time.sleep(1.5)  # past the grace period: no heartbeat since the kill
+    study_module.fail_stale_trials(study)
+    failed, retry = study.get_trials()
+    assert failed.state == TrialState.FAIL
+    assert retry.state == TrialState.WAITING and retry.params == running.params
+    assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retry) == failed.number
 
 
 def add(
@@ -304,6 +333,7 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     baselines = {"majority_class": 0.1, "logistic_regression": 0.96}
     report = write_report(study, spec, tmp_path, baselines, {"history": "history.png"})
     text = report.read_text()
+    assert "Trials: 2 complete, 1 fail." in text
     assert "## Chosen: trial 1 (select: simplest)" in text
     assert "test accuracy (its best checkpoint): 0.95" in text
     assert "majority class 0.1, logistic regression 0.96" in text

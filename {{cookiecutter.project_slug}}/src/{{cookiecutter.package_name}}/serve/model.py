@@ -1,8 +1,6 @@
-"""The model behind serve.py, whatever the web framework: an exported model and the
-metadata.json beside it, each request checked and turned into samples, and answers with the
-numbers that predict.py gives.
-
-Needs torch, numpy and Pillow, not Lightning: a server imports no training code.
+"""The model behind serve.py, whatever the web framework: an export and its metadata.json,
+each request checked and turned into samples, answers with predict.py's numbers. Needs torch,
+numpy and Pillow, not Lightning: a server imports no training code.
 """
 
 from __future__ import annotations
@@ -19,17 +17,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .artifacts import format_of, load, read_metadata
-from .images import ImageError, read_image
-from .model_inputs import InputError, ModelInputs, finite
+from ..data.images import ImageError, read_image
+from ..export.formats import format_of, load, read_metadata
+from ..export.inputs import InputError, ModelInputs, finite
 
 JSON_FORM = '{"inputs": [sample, ...]}'
 VERSIONED = ("torch", "numpy", "pillow", "fastapi", "uvicorn", "onnxruntime")
+NOT_NUMBERS = {bool: "true/false", str: "text", type(None): "null", dict: "objects"}
 
 
 class RequestError(ValueError):
-    """A request the model cannot answer: the message names the problem and the fix, the
-    status is the HTTP status to answer with (4xx)."""
+    """A request the model cannot answer: the message names the problem and the fix;
+    ``status`` is the 4xx HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 422) -> None:
         super().__init__(message)
@@ -38,18 +37,18 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may hold: a bound on the work and memory a client can ask for."""
+    """What one request may hold: bounds on the work and memory a client can ask for."""
 
     max_batch: int = 64  # samples per request
-    max_body_bytes: int = 4 * 2**20  # the request body (JSON or an image), 4 MiB
+    max_body_bytes: int = 4 * 2**20  # the request body (JSON or an image)
 
 
 class ServedModel:
-    """An exported model (.pt2, TorchScript, int8; ONNX with its extra) ready to answer.
+    """An export (.pt2, TorchScript, int8; ONNX with its extra) ready to answer requests.
 
-    Raises FileNotFoundError or ValueError, in one line that names the fix, for a file that
-    is missing, corrupt, of an unknown type, without its metadata.json, or that does not run
-    on the input shape its metadata gives: a server must refuse those before it listens."""
+    A file that is missing, corrupt, of an unknown type, without its metadata.json, or that
+    does not run on the input shape its metadata gives raises FileNotFoundError or ValueError
+    in one line naming the fix: a server must refuse it before it listens."""
 
     def __init__(self, path: Path, limits: Limits | None = None, threads: int | None = None):
         self.path = Path(path)
@@ -67,12 +66,8 @@ class ServedModel:
         self.inputs = ModelInputs.beside(self.path)
         self.input_shape: tuple[int, ...] = self.inputs.input_shape or ()
         self.class_names: list[str] = self.inputs.class_names or []
-        if threads:
-            # torch's thread count is per process (the server is the process): load() sets
-            # it only for onnxruntime. Left at every core, N --workers each spin that many
-            # OpenMP threads and starve one another (the template's BENCHMARKS.md: 2
-            # workers answered 237 req/s at 32 clients, one worker 1,843).
-            torch.set_num_threads(threads)
+        if threads:  # torch's count is per process; load() sets onnxruntime's
+            torch.set_num_threads(threads)  # --workers share the cores, not oversubscribe
         self.predictor = load(self.path, threads)
         try:  # once, at start-up: a model of another shape fails here, not on a request
             self.predict(np.zeros((1, *self.input_shape), dtype=np.float32))
@@ -105,43 +100,33 @@ class ServedModel:
         """(N, *input_shape) float32 from ``{"inputs": [sample, ...]}`` or ``{"input": sample}``;
         a sample is nested lists of numbers of the input shape, or a flat list of its size."""
         try:
-            payload = json.loads(body)
+            payload = json.loads(body, parse_int=float)  # a huge integer: inf, not an error
         except (ValueError, UnicodeDecodeError) as error:
-            raise RequestError(f"the body is not JSON ({error}): send " + JSON_FORM, 400) from None
-        if (
-            not isinstance(payload, dict)
-            or len(payload) != 1
-            or not {"input", "inputs"} & set(payload)
-        ):
-            keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
-            raise RequestError(
-                f'expected one key, "inputs" (a list of samples) or "input" (one sample), '
-                f"got {keys}"
-            )
+            raise RequestError(f"the body is not JSON ({error}): send {JSON_FORM}", 400) from None
+        keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+        if keys not in (["input"], ["inputs"]):
+            raise RequestError(f'expected one key, "inputs" or "input" (one sample), got {keys}')
         samples = [payload["input"]] if "input" in payload else payload["inputs"]
         if not isinstance(samples, list) or not samples:
             raise RequestError('"inputs" must be a non-empty list of samples')
         if len(samples) > self.limits.max_batch:
             raise RequestError(
-                f"{len(samples)} samples in one request, over the limit of "
-                f"{self.limits.max_batch}: send smaller batches (or start serve.py with "
-                "a larger --max-batch)",
+                f"{len(samples)} samples, over the limit of {self.limits.max_batch} a request: "
+                "send smaller batches (or start serve.py with a larger --max-batch)",
                 413,
             )
-        try:
-            array = np.asarray(samples)
-        except ValueError:
-            array = np.asarray(None)  # ragged lists: refused just below
-        if _holds_booleans(samples):  # numpy would take true as 1
-            array = np.asarray(True)
-        if array.dtype.kind not in "iuf":
+        found = _not_a_number(samples)
+        if found is None:
+            try:
+                with np.errstate(over="ignore"):  # beyond float32's range: inf, refused below
+                    array = np.asarray(samples, dtype=np.float32)
+            except ValueError:
+                found = "ragged lists"
+        if found is not None:
             raise RequestError(
                 "every sample must be nested lists of numbers, of the same length at each "
-                f"level (found {_kind(array)}); the model takes samples of shape "
-                f"{self.input_shape}"
+                f"level (found {found}); the model takes samples of shape {self.input_shape}"
             )
-        with np.errstate(over="ignore"):  # beyond float32's range: inf, refused by finite()
-            array = array.astype(np.float32)
         try:
             return finite(self.inputs.shape_rows(array, "inputs"), "inputs")
         except InputError as error:
@@ -151,45 +136,33 @@ class ServedModel:
         """(1, *input_shape) float32 from an image file's bytes, read as the training images
         were (metadata.json: colour mode, size, scaling)."""
         if self.inputs.image is None:
-            raise RequestError(
-                f"this model takes feature rows, not images: send {JSON_FORM} with samples of "
-                f"shape {self.input_shape}",
-                415,
-            )
+            raise RequestError(f"the model takes feature rows, not images: send {JSON_FORM}", 415)
         try:
             return read_image(io.BytesIO(data), self.inputs.image, name)[None]
         except ImageError as error:
             raise RequestError(str(error)) from None
 
     def predict(self, samples: np.ndarray) -> dict[str, Any]:
-        """The most probable class and every class's probability, per sample."""
+        """The most probable class and every class's probability, per sample (predict.py's
+        softmax of the export's logits)."""
         with torch.inference_mode():
             probabilities = self.predictor(torch.from_numpy(samples)).softmax(dim=-1)
-        names = self.class_names or [str(c) for c in range(probabilities.shape[-1])]
         predictions = []
         for row in probabilities.tolist():
-            best = max(range(len(row)), key=row.__getitem__)
-            predictions.append(
-                {
-                    "class": names[best],
-                    "probability": row[best],
-                    "probabilities": dict(zip(names, row, strict=True)),
-                }
-            )
+            probs = dict(zip(self.class_names, row, strict=True))
+            best = max(probs, key=probs.__getitem__)
+            predictions.append({"class": best, "probability": probs[best], "probabilities": probs})
         return {"predictions": predictions}
 
 
-def _holds_booleans(values: list[Any]) -> bool:
+def _not_a_number(values: list[Any]) -> str | None:
+    """What a leaf of nested lists is if not a number (json.loads gave every number as a
+    float: JSON true is no 1)."""
     stack = list(values)
     while stack:
         value = stack.pop()
-        if isinstance(value, bool):
-            return True
         if isinstance(value, list):
             stack.extend(value)
-    return False
-
-
-def _kind(array: np.ndarray) -> str:
-    kinds = {"b": "true/false", "U": "text", "S": "text", "O": "null, text or ragged lists"}
-    return kinds.get(array.dtype.kind, str(array.dtype))
+        elif not isinstance(value, float):
+            return NOT_NUMBERS.get(type(value), type(value).__name__)
+    return None

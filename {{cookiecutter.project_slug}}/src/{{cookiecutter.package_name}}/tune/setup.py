@@ -1,35 +1,44 @@
-"""Everything a sweep checks and derives before its first trial, so that a bad space, metric
-or option costs one line and exit code 2, not a failed trial minutes later."""
+"""What a sweep checks and derives before its first trial, so that a bad space, metric or
+option costs one line and exit code 2, not a failed trial minutes later."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import re
 from collections.abc import Callable, Iterator
-from itertools import cycle
 from pathlib import Path
 from typing import Any, NoReturn
 
 import lightning as L
 import optuna
 
-from .cli import ParseOnlyCLI, ProjectCLI
-from .data import max_folds
-from .search_space import SpaceError, SweepSpec
+from ..data.splits import max_folds
+from ..training.cli import STARTUP_ERRORS, ProjectCLI, build_cli
+from .space import SpaceError, SweepSpec, args_of
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # What every trial runs with unless the sweep's own arguments say otherwise: no progress
 # bar (the sweep prints a line per trial) and no export (best.yaml trains the winner).
 TRIAL_DEFAULTS = ["--trainer.enable_progress_bar=false", "--export.formats=[]"]
+# Below this many validation samples one sample moves accuracy by more than half a point:
+# trials then tie or swap places by chance, and the sweep suggests cross-validation.
+SMALL_VALIDATION = 200
+
+
+class ParseOnlyCLI(ProjectCLI):
+    """The project's CLI that parses and checks its arguments but builds nothing."""
+
+    def instantiate_classes(self) -> None:
+        pass
 
 
 @contextlib.contextmanager
 def quiet_trials() -> Iterator[None]:
-    """Lightning's and Optuna's per-trial chatter (seed, model summary, Optuna's own trial
-    lines) off while the sweep prints its line per trial; as it was afterwards (a sweep run
-    in-process, from a test or a notebook, leaves the levels alone)."""
+    """Lightning's and Optuna's per-trial chatter off while the sweep prints its line per
+    trial; as it was afterwards (a sweep run from a test or a notebook)."""
     loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
     levels = [logger.level for logger in loggers]
     verbosity = optuna.logging.get_verbosity()
@@ -57,41 +66,18 @@ def parse_sweep_args(args: list[str], default_space: Path) -> tuple[argparse.Nam
         "train.py option, applied to every trial (python train.py --help lists them).",
         allow_abbrev=False,  # --trainer.max_epochs must never be taken for --trials
     )
-    parser.add_argument(
-        "--trials",
-        type=int,
-        required=True,
-        help="the study's total of "
-        "finished (complete or pruned) trials; a rerun runs only the missing ones",
-    )
-    parser.add_argument(
-        "--name",
-        default=None,
-        help="the study and its folder runs/sweeps/NAME (default: the space file's name)",
-    )
-    parser.add_argument(
-        "--storage",
-        default=None,
-        help="an Optuna RDB URL shared by several "
-        "processes or machines (default: sqlite:///runs/sweeps/NAME/study.db)",
-    )
-    parser.add_argument(
-        "--space", type=Path, default=default_space, help="the search space (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--folds",
-        type=int,
-        default=1,
-        help="k-fold cross-validation: each trial trains K times, validating on K disjoint "
-        "folds, and its value is their mean (for small data; default: %(default)s, the "
-        "validation split only)",
-    )
+    add = parser.add_argument
+    trials = "the study's total of finished (complete or pruned) trials; a rerun runs the rest"
+    add("--trials", type=int, required=True, help=trials)
+    add("--name", help="the study and its folder runs/sweeps/NAME (default: the space's name)")
+    storage = "default: sqlite:///runs/sweeps/NAME/study.db"
+    add("--storage", help=f"an Optuna RDB URL that processes or machines share ({storage})")
+    add("--space", type=Path, default=default_space, help="the search space (%(default)s)")
+    folds = "each trial trains K times, on K disjoint validation folds: its value is their mean"
+    add("--folds", type=int, default=1, help=f"k-fold cross-validation ({folds}; default: 1)")
     options, rest = parser.parse_known_args(args)
     if options.trials < 1:
-        parser.error(
-            f"--trials {options.trials}: must be 1 or more (the number of trials "
-            "the study should have finished)"
-        )
+        parser.error(f"--trials {options.trials}: must be 1 or more (the study's finished trials)")
     if options.folds < 1:
         parser.error(f"--folds {options.folds}: must be 1 (no cross-validation) or more")
     options.name = options.name or options.space.stem
@@ -113,11 +99,6 @@ def check_runnable_in_process(cli: ProjectCLI) -> None:
             "process, so give each trial one device (--trainer.devices 1) and start one "
             "sweep.py per GPU sharing --storage (README: Tune it)"
         )
-
-
-# Below this many validation samples one sample moves accuracy by more than half a point:
-# trials then tie or swap places by chance, and the sweep suggests cross-validation.
-SMALL_VALIDATION = 200
 
 
 def check_folds(cli: ProjectCLI, folds: int) -> str | None:
@@ -143,21 +124,6 @@ def check_folds(cli: ProjectCLI, folds: int) -> str | None:
     return None
 
 
-def space_edges(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Value sets that reach every edge of the space: all lows, all highs, and every
-    categorical choice at least once."""
-    categorical = [d for d in spec.space if d.kind == "categorical"]
-    rounds = max(2, *(len(d.choices) for d in categorical)) if categorical else 2
-    choices = {d.key: cycle(d.choices) for d in categorical}
-    return [
-        {
-            d.key: next(choices[d.key]) if d.kind == "categorical" else d.extremes()[index % 2]
-            for d in spec.space
-        }
-        for index in range(rounds)
-    ]
-
-
 def check_metric(cli: ProjectCLI, metric: str) -> None:
     """The metric must be one the module logs in validation, where the pruner reads it:
     one validation batch, without logger or checkpoint, tells which are logged."""
@@ -178,39 +144,56 @@ def check_metric(cli: ProjectCLI, metric: str) -> None:
         )
 
 
+def refusal(args: list[str], default_config: Path) -> str | None:
+    """Why train.py's parse refuses ``args``, in one line; None if it does not. (The parser
+    prints its reason and exits; our own checks raise.)"""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            build_cli(args, default_config, ParseOnlyCLI)
+    except SystemExit:
+        lines = [line.strip() for line in stderr.getvalue().splitlines()]
+        kept = [line for line in lines if line and not line.startswith("every option:")]
+        return " ".join(kept).removeprefix("error: ") or "refused by the option parser"
+    except STARTUP_ERRORS as error:
+        return str(error)
+    return None
+
+
+def check_edges(spec: SweepSpec, args: list[str], default: Path, extra: dict[str, Any]) -> None:
+    """Parse the space's edges as its trials will be (``extra``: a fold, the log folders):
+    a value that train.py's options refuse stops the sweep here, named with its key."""
+    for edge in spec.edges():
+        if refusal([*args, *args_of({**edge, **extra})], default) is None:
+            continue
+        for key, value in edge.items():  # which value: each one alone
+            reason = refusal([*args, *args_of({key: value, **extra})], default)
+            if reason:
+                raise SpaceError(f"space key {key}: train.py refuses {value!r}: {reason}")
+        raise SpaceError(f"train.py refuses the space's values {edge} together")
+
+
 def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str, str]]:
     """Where each trial's logs and checkpoints go (config keys and values): for TensorBoard
     and CSV runs/sweeps/NAME/trials/trial-007 (`tensorboard --logdir runs/sweeps/NAME/trials`
     compares them), for W&B runs/sweeps/NAME/wandb, one run per trial named NAME-trial-007,
     for MLflow one run per trial named trial-007 in the experiment sweep-NAME (same store).
     The other folds of a cross-validated trial go beside it: trial-007-fold1, ..."""
-    logger = config.get("trainer.logger")
-    kind = str(getattr(logger, "class_path", "")).rsplit(".", 1)[-1]
+    kind = str(getattr(config.get("trainer.logger"), "class_path", "")).rsplit(".", 1)[-1]
+    logger = "trainer.logger.init_args"
 
     def values(number: int, fold: int = 0) -> dict[str, str]:
         trial = f"trial-{number:03d}" + (f"-fold{fold}" if fold else "")
         common = {"trainer.default_root_dir": str(folder / "trials" / trial)}
-        logger_key = "trainer.logger.init_args"
         if kind in ("TensorBoardLogger", "CSVLogger"):
-            return {
-                **common,
-                f"{logger_key}.save_dir": str(folder),
-                f"{logger_key}.name": "trials",
-                f"{logger_key}.version": trial,
-            }
-        if kind == "WandbLogger":
-            return {
-                **common,
-                f"{logger_key}.save_dir": str(folder),
-                f"{logger_key}.name": f"{folder.name}-{trial}",
-            }
-        if kind == "MLFlowLogger":
-            return {
-                **common,
-                f"{logger_key}.experiment_name": f"sweep-{folder.name}",
-                f"{logger_key}.run_name": trial,
-            }
-        return common  # no logger, or several: checkpoints under default_root_dir
+            names = {"save_dir": str(folder), "name": "trials", "version": trial}
+        elif kind == "WandbLogger":
+            names = {"save_dir": str(folder), "name": f"{folder.name}-{trial}"}
+        elif kind == "MLFlowLogger":
+            names = {"experiment_name": f"sweep-{folder.name}", "run_name": trial}
+        else:  # no logger, or several: checkpoints under default_root_dir
+            names = {}
+        return {**common, **{f"{logger}.{key}": value for key, value in names.items()}}
 
     return values
 
@@ -218,12 +201,6 @@ def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str
 def best_config_text(args: list[str], default_config: Path, header: list[str]) -> str:
     """The full config of a trial, as `python train.py --print_config` would write it for
     the sweep's arguments plus the trial's values: `--config` reproduces the trial."""
-    cli = _parse(args, default_config)
+    cli = build_cli(args, default_config, ParseOnlyCLI)
     text = cli.parser.dump(cli.config, skip_none=False)
     return "".join(f"# {line}\n" for line in header) + text
-
-
-def _parse(args: list[str], default_config: Path) -> ProjectCLI:
-    from .cli import build_cli
-
-    return build_cli(args, default_config, ParseOnlyCLI)

@@ -1,18 +1,15 @@
-"""The search space of a sweep: configs/sweep.yaml, read, checked and sampled.
+"""The search space of a sweep: configs/sweep.yaml, read into Optuna's own distributions.
 
-Each key of ``space:`` is a dotted config key, the same as on the command line
-(`--model.lr` is `model.lr`), and each value names a distribution:
+Each key of ``space:`` is a dotted config key, as on the command line (`--model.lr` is
+`model.lr`), and each value a distribution, which Optuna's constructor checks:
 
     model.lr: {type: float, low: 1.0e-4, high: 1.0e-1, log: true}
-    model.net.init_args.dropout: {type: float, low: 0.0, high: 0.5, step: 0.1}
-    trainer.accumulate_grad_batches: {type: int, low: 1, high: 4}
+    trainer.accumulate_grad_batches: {type: int, low: 1, high: 4, step: 1}
     model.net.init_args.hidden_sizes: {type: categorical, choices: [[128], [256, 256]]}
 
-A trial's values become `--key=value` arguments on top of what the sweep was given, so a
-trial is exactly the `python train.py` run that those arguments make.
-
-``start:`` lists the first trials' values (Optuna's sampler chooses from the next trial on),
-and ``select:`` which complete trial best.yaml takes (see sweep_report.chosen_trial).
+A trial's values become `--key=value` arguments on top of the sweep's own: a trial is the
+`python train.py` run those arguments make. ``start:`` lists the first trials' values and
+``select:`` which complete trial best.yaml takes (report.chosen_trial).
 """
 
 from __future__ import annotations
@@ -23,95 +20,31 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 import yaml
-
-DIRECTIONS = ("maximize", "minimize")
-PRUNERS = ("median", "none")
-SELECTIONS = ("simplest", "best")
-DISTRIBUTION_KEYS = {
-    "float": ({"low", "high"}, {"log", "step"}),
-    "int": ({"low", "high"}, {"log", "step"}),
-    "categorical": ({"choices"}, set()),
-}
-
-# (Built by concatenation: this file is a cookiecutter template, where two braces in a row
-# would start a Jinja expression.)
-PRUNER_EXAMPLE = "{" + "kind: median|none, startup_trials: 3, warmup_epochs: 5}"
-DISTRIBUTION_EXAMPLE = (
-    "{" + "type: float|int|categorical, ...}, e.g. {type: float, low: 1.0e-4, high: 0.1, log: true}"
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
 )
+
+KINDS: dict[str, type[BaseDistribution]] = {
+    "float": FloatDistribution,
+    "int": IntDistribution,
+    "categorical": CategoricalDistribution,
+}
+TOP_KEYS = ("metric", "direction", "pruner", "space", "start", "select")
+PRUNER_KEYS = ("kind", "startup_trials", "warmup_epochs")
+# (Built by concatenation: in this template two braces in a row would start Jinja.)
+EXAMPLE = "{" + "type: float, low: 1.0e-4, high: 0.1, log: true}"
+PRUNER_EXAMPLE = "{" + "kind: median|none, startup_trials: 3, warmup_epochs: 5}"
 
 
 class SpaceError(ValueError):
-    """A search-space file that cannot be used: named key, what is wrong, the fix."""
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """One key's distribution. Categorical choices that are not scalars (a list of layer
-    widths) are offered to Optuna as their JSON text, which it can store and compare."""
-
-    key: str
-    kind: str
-    low: float | int | None = None
-    high: float | int | None = None
-    log: bool = False
-    step: float | int | None = None
-    choices: tuple[Any, ...] = ()
-
-    def suggest(self, trial: optuna.Trial) -> Any:
-        if self.kind == "categorical":
-            choices = [to_param(c) for c in self.choices]
-            return from_param(trial.suggest_categorical(self.key, choices))
-        assert self.low is not None and self.high is not None, "load_spec checks both"
-        if self.kind == "float":
-            return trial.suggest_float(self.key, self.low, self.high, log=self.log, step=self.step)
-        return trial.suggest_int(
-            self.key, int(self.low), int(self.high), log=self.log, step=int(self.step or 1)
-        )
-
-    def contains(self, value: Any) -> bool:
-        """Whether ``value`` is one this distribution can draw (a start point must be)."""
-        if self.kind == "categorical":
-            return self._choice_index(value) is not None
-        number = int if self.kind == "int" else (int, float)
-        if isinstance(value, bool) or not isinstance(value, number):
-            return False
-        assert self.low is not None and self.high is not None, "load_spec checks both"
-        if not self.low <= value <= self.high:
-            return False
-        if self.step is None:
-            return True
-        steps = (value - self.low) / self.step
-        return math.isclose(steps, round(steps), abs_tol=1e-8)
-
-    def as_param(self, value: Any) -> Any:
-        """``value`` (one it contains) as Optuna stores it for this distribution."""
-        if self.kind == "categorical":
-            index = self._choice_index(value)
-            assert index is not None, "only for a value the distribution contains"
-            return to_param(self.choices[index])
-        return float(value) if self.kind == "float" else int(value)
-
-    def _choice_index(self, value: Any) -> int | None:
-        """The choice equal to ``value`` and of its type (64.0 is not the choice 64, nor
-        False the choice 0: the trial would run one and Optuna store the other)."""
-        value = _plain(value)
-        for index, choice in enumerate(self.choices):
-            try:
-                if type(choice) is type(value) and to_param(choice) == to_param(value):
-                    return index
-            except TypeError:  # not JSON (a path, a namespace): no choice is
-                return None
-        return None
-
-    def extremes(self) -> list[Any]:
-        """The values at the edges of the distribution: if these parse and pass the range
-        checks, so does every value in between."""
-        return [self.low, self.high] if self.kind != "categorical" else list(self.choices)
+    """A search-space file or value that cannot be used: one line, the key, the fix."""
 
 
 @dataclass(frozen=True)
@@ -119,42 +52,58 @@ class SweepSpec:
     """What configs/sweep.yaml says: what to optimise, how to prune, over which space."""
 
     metric: str = "val/acc"
-    direction: Literal["maximize", "minimize"] = "maximize"
+    direction: str = "maximize"
     pruner: str = "median"
     startup_trials: int = 3
     warmup_epochs: int = 3
-    space: tuple[Distribution, ...] = field(default_factory=tuple)
-    # The first trials' values, one mapping per trial: space keys to values.
-    start: tuple[dict[str, Any], ...] = ()
+    space: dict[str, BaseDistribution] = field(default_factory=dict)
+    start: tuple[dict[str, Any], ...] = ()  # the first trials' values, by trial number
     select: str = "best"
 
     @property
     def chosen_word(self) -> str:
-        """What the outputs call the trial best.yaml takes: "best", or "chosen" when it is
-        the simplest trial as good as the best."""
+        """What the outputs call best.yaml's trial: "chosen" when select is simplest."""
         return "best" if self.select == "best" else "chosen"
 
     @property
     def metric_is_accuracy(self) -> bool:
-        """An accuracy is a proportion of the validation samples: it has a binomial standard
-        error (sweep_report.standard_error); a loss, or an F1 score, has none without folds."""
+        """An accuracy has a binomial standard error over the validation samples; a loss or
+        an F1 score has none without folds (report.standard_error)."""
         name = self.metric.rsplit("/", 1)[-1].lower()
         return name in ("acc", "accuracy") or name.endswith(("_acc", "_accuracy"))
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """The trial's values, drawn through Optuna's public suggest API."""
+        params = {}
+        for key, d in self.space.items():
+            if isinstance(d, CategoricalDistribution):
+                params[key] = trial.suggest_categorical(key, d.choices)
+            elif isinstance(d, IntDistribution):
+                params[key] = trial.suggest_int(key, d.low, d.high, step=d.step, log=d.log)
+            elif isinstance(d, FloatDistribution):
+                params[key] = trial.suggest_float(key, d.low, d.high, step=d.step, log=d.log)
+        return self.values(params)
+
+    def values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A trial's values from what Optuna stored (lists back from their JSON text)."""
+        return {key: from_param(value) for key, value in params.items()}
+
+    def as_args(self, params: dict[str, Any]) -> list[str]:
+        return args_of(self.values(params))
 
     def start_params(
         self, config_value: Callable[[str], Any]
     ) -> tuple[list[dict[str, Any]], list[str]]:
-        """The start trials' parameters as Optuna stores them, and a line for each value the
-        sampler draws instead. A key a start point leaves out takes ``config_value(key)``,
-        the value train.py would use, when the space holds it; otherwise it is drawn."""
+        """The start trials' parameters as Optuna stores them, and a line for each value
+        drawn instead. A key a start point leaves out takes train.py's ``config_value(key)``
+        when the space holds it, else the sampler draws it."""
         points, drawn = [], []
         for number, given in enumerate(self.start):
             point = {}
-            for distribution in self.space:
-                key = distribution.key
+            for key, d in self.space.items():
                 value = given[key] if key in given else config_value(key)
-                if key in given or distribution.contains(value):
-                    point[key] = distribution.as_param(value)
+                if key in given or contains(d, value):
+                    point[key] = as_param(d, value)
                 else:
                     drawn.append(
                         f"start point {number}: {key} is drawn, train.py's {value!r} is "
@@ -163,45 +112,66 @@ class SweepSpec:
             points.append(point)
         return points, drawn
 
-    def values(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A trial's values, from what Optuna stored (lists back from their JSON text)."""
-        return {key: from_param(value) for key, value in params.items()}
-
-    def as_args(self, params: dict[str, Any]) -> list[str]:
-        """A trial's values as command-line arguments."""
-        return args_of(self.values(params))
+    def edges(self) -> list[dict[str, Any]]:
+        """Value sets that reach every edge of the space (all lows, all highs, each choice
+        once): if these parse, so does every value in between."""
+        ends: dict[str, list[Any]] = {}
+        for key, d in self.space.items():
+            if isinstance(d, CategoricalDistribution):
+                ends[key] = [from_param(choice) for choice in d.choices]
+            elif isinstance(d, FloatDistribution | IntDistribution):
+                ends[key] = [d.low, d.high]
+        rounds = max(2, *(len(values) for values in ends.values()))
+        return [{key: v[i % len(v)] for key, v in ends.items()} for i in range(rounds)]
 
 
 def args_of(values: dict[str, Any]) -> list[str]:
-    """Values as command-line arguments: strings as they are (jsonargparse keeps the quotes
-    of a JSON string for a str option), anything else as JSON text (lists, numbers, None)."""
+    """Values as command-line arguments: strings as they are (jsonargparse would keep the
+    quotes of a JSON string for a str option), anything else as JSON (lists, numbers)."""
     return [
         f"--{key}={value if isinstance(value, str) else json.dumps(value)}"
         for key, value in values.items()
     ]
 
 
-def _plain(value: Any) -> Any:
-    """A parsed config value as YAML would give it (a tuple of layer widths as a list)."""
-    return list(value) if isinstance(value, tuple) else value
-
-
 def to_param(value: Any) -> Any:
-    """A categorical choice as Optuna stores it (a scalar)."""
-    return (
-        value if value is None or isinstance(value, bool | int | float | str) else json.dumps(value)
-    )
+    """A choice as Optuna stores it: scalars as they are, lists and mappings as JSON text."""
+    if isinstance(value, tuple):  # a parsed config value (layer widths) as YAML has it
+        value = list(value)
+    scalar = value is None or isinstance(value, bool | int | float | str)
+    return value if scalar else json.dumps(value)
 
 
 def from_param(value: Any) -> Any:
-    """The choice back from what Optuna stored (JSON text of a list or a mapping)."""
-    if isinstance(value, str) and value[:1] in "[{":
-        return json.loads(value)
-    return value
+    """The choice back from what Optuna stored."""
+    return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+
+
+def contains(d: BaseDistribution, value: Any) -> bool:
+    """Whether ``d`` can draw ``value``, of the same type: 64.0 is not the choice 64, nor
+    False the choice 0 (the trial would run one and Optuna store the other)."""
+    if isinstance(d, CategoricalDistribution):
+        try:
+            param = to_param(value)
+        except TypeError:  # not JSON (a path, a namespace): no choice is
+            return False
+        return any(type(c) is type(param) and c == param for c in d.choices)
+    assert isinstance(d, FloatDistribution | IntDistribution), "the three kinds of KINDS"
+    kinds = (int,) if isinstance(d, IntDistribution) else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not d.low <= value <= d.high:
+        return False
+    steps = (value - d.low) / d.step if d.step else 0.0
+    return math.isclose(steps, round(steps), abs_tol=1e-8)
+
+
+def as_param(d: BaseDistribution, value: Any) -> Any:
+    if isinstance(d, CategoricalDistribution):
+        return to_param(value)
+    return int(value) if isinstance(d, IntDistribution) else float(value)
 
 
 def load_spec(path: Path) -> SweepSpec:
-    """Read and check a sweep file's own structure (not yet against the config keys)."""
+    """Read and check a sweep file (its keys against the config: check_keys)."""
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -211,120 +181,97 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("space"), dict) or not raw["space"]:
         raise SpaceError(
             f"--space {path}: expected a mapping with a non-empty 'space:' of dotted config "
-            "keys, e.g. space: {model.lr: {type: float, low: 1.0e-4, high: 1.0e-1, log: true}}"
+            "keys, e.g. space: {model.lr: " + EXAMPLE + "}"
         )
-    unknown = set(raw) - {"metric", "direction", "pruner", "space", "start", "select"}
+    unknown = set(raw) - set(TOP_KEYS)
     if unknown:
-        raise SpaceError(
-            f"{path}: unknown top-level key(s) {sorted(unknown)}: "
-            "expected metric, direction, pruner, space, start and select"
-        )
-    select = raw.get("select", "best")
-    if select not in SELECTIONS:
-        raise SpaceError(f"{path}: select {select!r}: must be simplest or best")
-    direction = raw.get("direction", "maximize")
-    if direction not in DIRECTIONS:
-        raise SpaceError(f"{path}: direction {direction!r}: must be maximize or minimize")
-    pruner = raw.get("pruner") or {}
-    kind = pruner.get("kind", "median") if isinstance(pruner, dict) else None
-    if kind not in PRUNERS:
-        raise SpaceError(f"{path}: pruner {pruner!r}: expected " + PRUNER_EXAMPLE)
-    startup, warmup = pruner.get("startup_trials", 3), pruner.get("warmup_epochs", 3)
-    for name, value in (("startup_trials", startup), ("warmup_epochs", warmup)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise SpaceError(f"{path}: pruner.{name} {value!r}: must be 0 or more")
+        raise SpaceError(f"{path}: unknown top-level key(s) {sorted(unknown)}: expected {TOP_KEYS}")
     metric = raw.get("metric", "val/acc")
     if not isinstance(metric, str) or not metric:
         raise SpaceError(f"{path}: metric {metric!r}: must be a logged metric name, e.g. val/acc")
-    space = tuple(_distribution(path, key, value) for key, value in raw["space"].items())
-    start = _start_points(path, raw.get("start"), {d.key: d for d in space})
-    maximize = direction == "maximize"
+    pruner = raw.get("pruner") or {}
+    kind = pruner.get("kind", "median") if isinstance(pruner, dict) else None
+    if kind not in ("median", "none") or set(pruner) - set(PRUNER_KEYS):
+        raise SpaceError(f"{path}: pruner {pruner!r}: expected " + PRUNER_EXAMPLE)
+    counts = {name: pruner.get(name, 3) for name in PRUNER_KEYS[1:]}
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SpaceError(f"{path}: pruner.{name} {value!r}: must be 0 or more")
+    space = {str(key): distribution(f"{path}: space key {key}", d) for key, d in raw["space"].items()}
     return SweepSpec(
-        metric,
-        "maximize" if maximize else "minimize",
-        kind,
-        startup,
-        warmup,
-        space,
-        start,
-        select,
+        metric=metric,
+        direction=one_of(path, raw, "direction", ("maximize", "minimize")),
+        pruner=kind,
+        **counts,
+        space=space,
+        start=start_points(path, raw.get("start"), space),
+        select=one_of(path, raw, "select", ("best", "simplest")),
     )
 
 
-def _start_points(
-    path: Path, raw: Any, space: dict[str, Distribution]
+def one_of(path: Path, raw: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    """``raw[key]``, one of ``allowed`` (the first when left out)."""
+    value = raw.get(key, allowed[0])
+    if value not in allowed:
+        raise SpaceError(f"{path}: {key} {value!r}: must be {' or '.join(allowed)}")
+    return value
+
+
+def distribution(where: str, raw: Any) -> BaseDistribution:
+    """Optuna's distribution for one space entry. Its constructor checks the bounds, the
+    step and the log scale; only what it would take silently is refused here (1.5 for an
+    int, an infinite bound, a bool), and choices that are lists become JSON text."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind not in KINDS:
+        raise SpaceError(f"{where}: {raw!r} is not a distribution: expected {EXAMPLE} (or int, categorical)")
+    args = {name: value for name, value in raw.items() if name != "type"}
+    if kind == "categorical":
+        if not isinstance(args.get("choices"), list):
+            raise SpaceError(f"{where}: choices must be a non-empty list, e.g. [32, 64, 128]")
+        args["choices"] = [to_param(choice) for choice in args["choices"]]
+    for name in ("low", "high", "step") if kind != "categorical" else ():
+        value = args.get(name)
+        number = isinstance(value, (int,) if kind == "int" else (int, float))
+        if value is not None and (isinstance(value, bool) or not number or not math.isfinite(value)):
+            raise SpaceError(f"{where}: {name} must be a finite {kind} number; got {value!r}")
+    try:
+        return KINDS[kind](**args)
+    except (TypeError, ValueError) as error:  # Optuna's own check, or a missing bound
+        raise SpaceError(f"{where}: {error}".replace(".__init__()", "")) from None
+
+
+def start_points(
+    path: Path, raw: Any, space: dict[str, BaseDistribution]
 ) -> tuple[dict[str, Any], ...]:
-    """``start:``, a list of mappings of space keys to values the space can draw."""
+    """``start:``: a list of mappings of space keys to values their distributions hold."""
     if raw is None:
         return ()
-    example = "e.g. start: [{}, " + "{model.lr: 0.01}]"
     if not isinstance(raw, list) or not all(isinstance(point, dict) for point in raw):
+        example = "e.g. start: [{}, " + "{model.lr: 0.01}]"
         raise SpaceError(f"{path}: start must be a list of mappings of space keys, {example}")
     for number, point in enumerate(raw):
+        where = f"{path}: start point {number}"
         for key, value in point.items():
             if key not in space:
                 close = difflib.get_close_matches(str(key), list(space), n=1, cutoff=0.5)
                 hint = f"did you mean {close[0]}?" if close else "add it to space: first"
-                raise SpaceError(f"{path}: start point {number}: {key} is no space key: {hint}")
-            if isinstance(value, str) and space[key].kind != "categorical":
+                raise SpaceError(f"{where}: {key} is no space key: {hint}")
+            d = space[key]
+            if isinstance(value, str) and not isinstance(d, CategoricalDistribution):
                 raise SpaceError(
-                    f"{path}: start point {number}: {key}: {value!r} is text, not a number "
-                    "(YAML reads 1e-2 as text: write 1.0e-2)"
+                    f"{where}: {key}: {value!r} is text, not a number (YAML reads 1e-2 as "
+                    "text: write 1.0e-2)"
                 )
-            if not space[key].contains(value):
-                raise SpaceError(
-                    f"{path}: start point {number}: {key}: {value!r} is outside its "
-                    f"distribution {_describe(space[key])}"
-                )
+            if not contains(d, value):
+                raise SpaceError(f"{where}: {key}: {value!r} is outside its distribution {d}")
     return tuple(raw)
-
-
-def _describe(distribution: Distribution) -> str:
-    if distribution.kind == "categorical":
-        return f"(choices {list(distribution.choices)})"
-    step = f", step {distribution.step}" if distribution.step is not None else ""
-    log = ", log" if distribution.log else ""
-    return f"({distribution.kind} from {distribution.low} to {distribution.high}{step}{log})"
-
-
-def _distribution(path: Path, key: Any, value: Any) -> Distribution:
-    where = f"{path}: space key {key}"
-    if not isinstance(value, dict) or value.get("type") not in DISTRIBUTION_KEYS:
-        raise SpaceError(
-            f"{where}: {value!r} is not a distribution: expected " + DISTRIBUTION_EXAMPLE
-        )
-    kind = value["type"]
-    required, optional = DISTRIBUTION_KEYS[kind]
-    given = set(value) - {"type"}
-    if not required <= given or given - required - optional:
-        allowed = ", ".join([*sorted(required), *(f"[{k}]" for k in sorted(optional))])
-        raise SpaceError(f"{where}: a {kind} distribution takes {allowed}; got {sorted(given)}")
-    if kind == "categorical":
-        choices = value["choices"]
-        if not isinstance(choices, list) or not choices:
-            raise SpaceError(f"{where}: choices must be a non-empty list, e.g. [32, 64, 128]")
-        return Distribution(str(key), kind, choices=tuple(choices))
-    low, high, step, log = value["low"], value["high"], value.get("step"), value.get("log", False)
-    number = (int,) if kind == "int" else (int, float)
-    bounds = [low, high] + ([step] if step is not None else [])
-    if any(isinstance(b, bool) or not isinstance(b, number) for b in bounds):
-        raise SpaceError(f"{where}: low, high and step must be {kind} numbers; got {value!r}")
-    if any(not math.isfinite(b) for b in bounds):
-        raise SpaceError(f"{where}: low, high and step must be finite; got {value!r}")
-    if not low <= high:
-        raise SpaceError(f"{where}: low {low} is above high {high}")
-    if not isinstance(log, bool) or (log and low <= 0):
-        raise SpaceError(f"{where}: log: true needs low > 0 (got low {low}, log {log!r})")
-    if step is not None and (step <= 0 or log):
-        raise SpaceError(f"{where}: step must be positive, and cannot be combined with log")
-    return Distribution(str(key), kind, low=low, high=high, log=log, step=step)
 
 
 def check_keys(spec: SweepSpec, valid_keys: Iterable[str]) -> None:
     """Every space key must be a key of the parsed config: name the closest one if not."""
     valid = [key for key in valid_keys if not key.startswith("__")]
-    for distribution in spec.space:
-        if distribution.key not in valid:
-            close = difflib.get_close_matches(distribution.key, valid, n=1, cutoff=0.5)
+    for key in spec.space:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}?" if close else "see python train.py --print_config"
-            raise SpaceError(f"space key {distribution.key} is no config key: {hint}")
+            raise SpaceError(f"space key {key} is no config key: {hint}")
