@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from {{ cookiecutter.package_name }}.data.sources import read_data
-from {{ cookiecutter.package_name }}.report import summary as report
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from {{ cookiecutter.package_name }}.data.datamodule import DataModule
+from {{ cookiecutter.package_name }}.data.sources import read_data
+from {{ cookiecutter.package_name }}.report import summary as report
 from {{ cookiecutter.package_name }}.tasks import classification as baselines
 from {{ cookiecutter.package_name }}.tasks.classification import Classification, linear_gap
-from {{ cookiecutter.package_name }}.data.datamodule import DataModule
 
 from .conftest import Run
 from .test_data_files import blobs, write_npz
@@ -45,9 +45,7 @@ def data_module(tmp_path: Path, features: np.ndarray, labels: np.ndarray):
     return DataModule(str(write_npz(tmp_path / "data.npz", features, labels)))
 
 
-def direct_logistic_regression(
-    features: np.ndarray, labels: np.ndarray, data: DataModule
-) -> float:
+def direct_logistic_regression(features: np.ndarray, labels: np.ndarray, data: DataModule) -> float:
     """The same model fit with scikit-learn by hand, on the data module's split indices."""
     flat = features.reshape(len(features), -1)
     train, test = data.train_idx, data.test_idx

@@ -53,6 +53,7 @@ def test_split_is_stratified(datamodule: DataModule) -> None:
     for idx in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx):
         share = np.bincount(labels[idx], minlength=10) / len(idx)
         assert np.abs(share - overall).max() < 0.02
+{%- if cookiecutter.tuning == "yes" %}
 
 
 def test_cross_validation_folds_are_disjoint_balanced_and_leave_the_test_split_alone(
@@ -84,6 +85,7 @@ def test_cross_validation_folds_are_disjoint_balanced_and_leave_the_test_split_a
 def test_a_fold_beyond_the_training_split_is_refused_with_the_range() -> None:
     with pytest.raises(DataError, match=r"data.val_fold=5: .* use 0 to 4, or lower"):
         DataModule(num_workers=0, val_fold=5)
+{%- endif %}
 
 
 def test_statistics_come_from_the_training_split_only(datamodule: DataModule) -> None:
@@ -110,7 +112,7 @@ def test_batches_are_float32_inputs_and_int64_labels_of_shape_b(
 
 
 def test_bad_fractions_are_refused() -> None:
-    with pytest.raises(ValueError, match="val_fraction"):
+    with pytest.raises(DataError, match="val_fraction"):
         DataModule(val_fraction=0.6, test_fraction=0.5)
 
 

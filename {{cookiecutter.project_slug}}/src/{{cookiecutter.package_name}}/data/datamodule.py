@@ -17,9 +17,12 @@ from torch.utils.data import DataLoader
 from .images import ColorMode
 from .loading import EpochSampler, InMemoryDataset, ResumableLoader, keep_batch
 from .sources import DataError, DataSource, read_data
+{%- if cookiecutter.tuning == "yes" %}
 from .splits import split_indices, validation_fold
+{%- else %}
+from .splits import split_indices
+{%- endif %}
 
-DEFAULT_SHIFT_PROB = 0.3  # images only: share of training images shifted by one pixel
 SPLITS = ("train", "val", "test")
 
 
@@ -33,64 +36,65 @@ class DataModule(L.LightningDataModule):
         val_fraction: OpenUnitInterval = 0.15,
         test_fraction: OpenUnitInterval = 0.15,
         split_seed: int = 0,
-        num_workers: NonNegativeInt | None = None,
+        num_workers: NonNegativeInt = 0,
         shift_prob: ClosedUnitInterval | None = None,
         image_size: PositiveInt | tuple[PositiveInt, PositiveInt] | None = None,
         color_mode: ColorMode | None = None,
         label_column: int | str | None = None,
+{%- if cookiecutter.tuning == "yes" %}
         val_fold: NonNegativeInt = 0,
+{%- endif %}
     ) -> None:
         """
         Args:
-            path: an .npz or .csv file of features and labels, or a folder of images with
-                one subfolder per class (see sources.py); None for the built-in digits.
+            path: an .npz or .csv file, or a folder of images in one subfolder per class
+                (sources.py); None for the built-in digits.
             batch_size: samples per batch (per process under DDP).
             val_fraction: share of samples held out for validation and checkpoint choice.
             test_fraction: share of samples held out for the final test.
             split_seed: seed of the split, independent of the training seed.
-            num_workers: loader worker processes; None: none for in-memory data.
-            shift_prob: share of training images shifted by up to one pixel (training
-                batches only); None: 0.3 for images, 0 for flat features.
-            image_size: image folders: resize to this (32 or [height, width]); None: the
-                first image's size.
+            num_workers: loader worker processes (in-memory data needs none).
+            shift_prob: share of training images shifted by up to one pixel; None: 0.3 for
+                images, 0 for flat features.
+            image_size: image folders: resize to 32 or [height, width]; None: the first's.
             color_mode: image folders: L (grayscale) or RGB; None: the first image's.
-            label_column: .csv: the label column by 0-based index or header name; None:
-                the last. (`--data.label_column 2` is an index.)
-            val_fold: 0 validates on the validation split; k > 0 on the k-th part of the
-                training split of the same size (k-fold cross-validation). The test split
-                never moves.
+            label_column: .csv: the label column, a 0-based index or a header name; None:
+                the last.
+{%- if cookiecutter.tuning == "yes" %}
+            val_fold: k > 0 validates on the k-th part of the training split of the
+                validation split's size (k-fold cross-validation, sweep.py --folds).
+{%- endif %}
         """
         super().__init__()
         self.save_hyperparameters()
         self.batch_size = batch_size
-        self.num_workers = num_workers or 0
         self.resume_batches = 0  # a resumed run: training batches of its epoch already done
-        # Read and split now, while the CLI builds its objects: a bad file stops the run
-        # before any training, with a DataError that names it.
+        # Read and split now, while the CLI builds its objects: bad data stops the run before
+        # any training, with a DataError that names it.
         images = len(self.input_shape) == 3
         if shift_prob and not images:
             raise DataError(
                 f"data.shift_prob={shift_prob} shifts images, but {path} has flat samples of "
                 f"shape {self.input_shape}: set --data.shift_prob 0."
             )
-        self.shift_prob = (
-            (DEFAULT_SHIFT_PROB if images else 0.0) if shift_prob is None else shift_prob
-        )
-        labels, name = self.source.labels, path or "the built-in digits"
+        self.shift_prob = (0.3 if images else 0.0) if shift_prob is None else shift_prob
+        labels, names = self.source.labels, self.class_names
         try:
-            train, val, self.test_idx = split_indices(
-                labels, val_fraction, test_fraction, split_seed, self.class_names
+            self.train_idx, self.val_idx, self.test_idx = split_indices(
+                labels, val_fraction, test_fraction, split_seed, names
             )
-            self.train_idx, self.val_idx = validation_fold(train, val, labels, val_fold, split_seed)
+{%- if cookiecutter.tuning == "yes" %}
+            self.train_idx, self.val_idx = validation_fold(
+                self.train_idx, self.val_idx, labels, val_fold, split_seed
+            )
+{%- endif %}
         except DataError as error:
-            raise DataError(f"{name}: {error}") from None
+            raise DataError(f"{path or 'the built-in digits'}: {error}") from None
 
     @cached_property
     def source(self) -> DataSource:
-        hparams = self.hparams
-        return read_data(
-            hparams["path"], hparams["image_size"], hparams["color_mode"], hparams["label_column"]
-        )
+        hp = self.hparams
+        return read_data(hp["path"], hp["image_size"], hp["color_mode"], hp["label_column"])
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -112,8 +116,7 @@ class DataModule(L.LightningDataModule):
 
     def example_file(self) -> str | None:
         """A test-split file that predict.py can read (image folders only)."""
-        files = self.source.files
-        return files[self.test_idx[0]] if files else None
+        return self.source.files[self.test_idx[0]] if self.source.files else None
 
     def split_arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """(features (N, *input_shape) float32, labels (N,) int64) of a split, as read."""
@@ -139,13 +142,8 @@ class DataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
-        sampler = EpochSampler(
-            len(self.train_set),
-            shuffle=True,
-            seed=run_seed(),
-            replicas=trainer.world_size if trainer else 1,
-            rank=trainer.global_rank if trainer else 0,
-        )
+        replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
+        sampler = EpochSampler(len(self.train_set), True, run_seed(), replicas, rank)
         sampler.skip, self.resume_batches = self.resume_batches * self.batch_size, 0
         return ResumableLoader(self.train_set, sampler=sampler, **self._loader_options())
 
@@ -159,11 +157,10 @@ class DataModule(L.LightningDataModule):
         return DataLoader(self.test_set, **self._loader_options())
 
     def state_dict(self) -> dict[str, Any]:
-        """Saved in checkpoints: how many batches of the running epoch were trained. (The
-        data module's state is restored before the training loader is made.)"""
+        """In checkpoints: how many batches of the running epoch were trained. (Lightning
+        restores the data module before the training loader is made.)"""
         trainer = self.trainer
-        loader = trainer.train_dataloader if trainer is not None else None
-        done = getattr(loader, "batches_done", 0)
+        done = getattr(trainer.train_dataloader, "batches_done", 0) if trainer else 0
         if trainer is not None and 0 < done < trainer.num_training_batches:
             return {"train_batches_done": done}
         return {}
@@ -182,7 +179,7 @@ class DataModule(L.LightningDataModule):
         return batch
 
     def _loader_options(self) -> dict[str, Any]:
-        workers = self.num_workers  # in-memory tensors need none: a worker only adds copies
+        workers = self.hparams["num_workers"]
         return dict(
             batch_size=self.batch_size,
             num_workers=workers,

@@ -1,4 +1,4 @@
-"""Seeded, stratified train/val/test splits, and the validation folds of cross-validation."""
+"""Seeded, stratified train/val/test splits{% if cookiecutter.tuning == "yes" %}, and the validation folds of cross-validation{% endif %}."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def split_indices(
                 "it, or raise data.val_fraction / data.test_fraction."
             )
     return np.sort(train), np.sort(val), np.sort(test)
+{%- if cookiecutter.tuning == "yes" %}
 
 
 def max_folds(train_size: int, val_size: int) -> int:
@@ -83,3 +84,4 @@ def validation_fold(
     order = order[np.argsort(ranks, kind="stable")]
     held = order[(fold - 1) * len(val) : fold * len(val)]
     return np.sort(np.concatenate([np.setdiff1d(train, held), val])), np.sort(held)
+{%- endif %}

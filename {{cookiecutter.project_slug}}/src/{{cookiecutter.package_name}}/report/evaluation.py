@@ -78,14 +78,14 @@ def evaluation_data(
         raise EvaluationError(
             f"{evaluated.path} does not say which data it was trained on: give --data.path."
         )
-    accepted = inspect.signature(DataModule.__init__).parameters  # not LightningCLI's extras
-    settings = {k: v for k, v in (evaluated.data or {}).items() if k in accepted}
+    accepted = set(inspect.signature(DataModule.__init__).parameters)  # not LightningCLI's
+    # The run's data settings but its validation fold: the test split never depends on it.
+    settings = {k: v for k, v in (evaluated.data or {}).items() if k in accepted - {"val_fold"}}
     if data_path is not None:
         settings["path"] = data_path
         if len(evaluated.input_shape) == 3:  # images: read as the model's were
             channels, height, width = evaluated.input_shape
             settings.update(image_size=[height, width], color_mode="L" if channels == 1 else "RGB")
-    settings["val_fold"] = 0  # the test split never depends on the fold
     try:
         data = DataModule(**settings)
     except DataError as error:

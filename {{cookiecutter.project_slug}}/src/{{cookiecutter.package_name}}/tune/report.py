@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import optuna
-from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -82,7 +81,8 @@ def chosen_trial(study: optuna.Study, select: str) -> FrozenTrial | None:
 
 def label(spec: SweepSpec, trial: FrozenTrial) -> str:
     """What a trial is, for people: a failure's note, a start point, a retry ("" if none)."""
-    retried = RetryHeartbeatStaleTrialCallback.retried_trial_number(trial)
+    # RetryHeartbeatStaleTrialCallback.retried_trial_number, without its experimental warning
+    retried = trial.system_attrs.get("failed_trial")
     if trial.user_attrs.get("note"):
         return str(trial.user_attrs["note"])
     if retried is not None:
