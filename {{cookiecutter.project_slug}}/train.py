@@ -60,9 +60,8 @@ def main(args: list[str] | None = None) -> Path | None:
         stop(cli, start, "failed", str(error), exit_code=1)
     except TrainingInterrupted as interrupted:  # a signal during training: last.ckpt saved
         leave_process_group()
-        checkpoint, code = interrupted.checkpoint, interrupted.exit_code
-        resume = resume_command(cli.args, checkpoint)
-        stop(cli, start, "interrupted", str(interrupted), code, resume, checkpoint)
+        resume = resume_command(cli.args, interrupted.checkpoint)
+        stop(cli, start, "interrupted", str(interrupted), interrupted.exit_code, resume=resume)
     except SystemExit as exit:  # Lightning's: a signal before training, or a 2nd Ctrl-C
         if not trainer.interrupted:
             raise

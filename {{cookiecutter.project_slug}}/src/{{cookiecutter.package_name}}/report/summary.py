@@ -8,11 +8,10 @@ import platform
 import sys
 import time
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 
 from ..export.verify import export_checkpoint, load_model
@@ -28,7 +27,7 @@ def finish(cli: Any, tested: Mapping[str, float], start: float) -> Path:
     """Plots, the export of the best checkpoint (verified), baselines and summary.json."""
     trainer, data, task = cli.trainer, cli.datamodule, cli.model.task
     folder = run_dir(trainer)
-    best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+    best = trainer.checkpoint_callback.best_model_path
     model = load_model(best) if best else cli.model.model.cpu().eval()
     test_x, test_y = map(torch.from_numpy, data.split_arrays("test"))
     with torch.inference_mode():
@@ -42,17 +41,9 @@ def finish(cli: Any, tested: Mapping[str, float], start: float) -> Path:
     exported = None
     if best and formats != []:
         exported = export_checkpoint(best, folder / "export", formats, data, model)
-    summary = build_summary(
-        trainer,
-        cli.config.get("seed_everything"),
-        tested,
-        time.perf_counter() - start,
-        exported=exported,
-        plots={name: str(path) for name, path in plots.items() if path},
-        predict_inputs=predict_inputs(data),
-        class_names=data.class_names,
-        baselines=task.baselines(data.split_arrays("train"), data.split_arrays("test")),
-    )
+    summary = build_summary(cli, start, "completed", metrics=dict(tested), exported=exported)
+    summary["paths"]["plots"] = {name: str(path) for name, path in plots.items() if path}
+    summary["baselines"] = task.baselines(data.split_arrays("train"), data.split_arrays("test"))
     path = write_summary(summary, folder)
     print("\n".join(format_summary(summary, task)))
     print(f"summary: {path}")
@@ -60,101 +51,64 @@ def finish(cli: Any, tested: Mapping[str, float], start: float) -> Path:
     return path
 
 
-def stop(
-    cli: Any,
-    start: float,
-    status: str,
-    reason: str,
-    exit_code: int,
-    resume: str | None = None,
-    checkpoint: Path | None = None,
-) -> None:
+def stop(cli: Any, start: float, status: str, reason: str, exit_code: int, **more: Any) -> None:
     """A run that ended before its test: summary.json with the status and the reason, the
     reason in one line (no traceback: it names the fix), how to resume it; then exit."""
-    trainer = cli.trainer
-    if trainer.is_global_zero:
-        summary = build_summary(
-            trainer,
-            cli.config.get("seed_everything"),
-            {},
-            time.perf_counter() - start,
-            status=status,
-            reason=reason,
-            resume=resume,
-            last_checkpoint=checkpoint,
-            class_names=cli.datamodule.class_names,
-        )
-        path = write_summary(summary, run_dir(trainer))
+    if cli.trainer.is_global_zero:
+        summary = build_summary(cli, start, status, reason=reason, **more)
+        path = write_summary(summary, run_dir(cli.trainer))
         print(f"{'error' if status == 'failed' else status}: {reason}", file=sys.stderr)
-        if resume:
-            print(f"resume: {resume}", file=sys.stderr)
+        if summary["resume"]:
+            print(f"resume: {summary['resume']}", file=sys.stderr)
         print(f"summary: {path}")
-    end_logger_run(trainer.loggers)
+    end_logger_run(cli.trainer.loggers)
     raise SystemExit(exit_code)
 
 
 def build_summary(
-    trainer: L.Trainer,
-    seed: int | None,
-    test_metrics: Mapping[str, float],
-    wall_time_s: float,
-    exported: dict[str, Any] | None = None,
-    plots: dict[str, str] | None = None,
-    predict_inputs: str = "INPUTS",
-    status: str = "completed",
+    cli: Any,
+    start: float,
+    status: str,
+    metrics: dict[str, float] | None = None,
     reason: str | None = None,
-    class_names: list[str] | None = None,
     resume: str | None = None,
-    last_checkpoint: Path | None = None,
-    baselines: dict[str, Any] | None = None,
+    checkpoint: Path | None = None,
+    exported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the run did. ``status``: completed (trained, tested, exported), failed (an error
-    stopped it: ``reason``) or interrupted (``resume`` goes on from ``last_checkpoint``)."""
-    checkpoint = trainer.checkpoint_callback
-    best = getattr(checkpoint, "best_model_path", "") or None
-    best_score = getattr(checkpoint, "best_model_score", None)
-    monitor = getattr(checkpoint, "monitor", None)
-    if last_checkpoint is None:
-        found = run_dir(trainer) / "checkpoints" / "last.ckpt"
-        last_checkpoint = found if found.is_file() else None
-    metrics = {key: round(float(value), 6) for key, value in test_metrics.items()}
-    if best_score is not None:
-        metrics[f"best/{monitor}"] = round(float(best_score), 6)
+    stopped it: ``reason``) or interrupted (``resume`` goes on from ``checkpoint``)."""
+    trainer, data = cli.trainer, cli.datamodule
+    callback = trainer.checkpoint_callback
+    best = callback.best_model_path or None
+    metrics = {key: round(float(value), 6) for key, value in (metrics or {}).items()}
+    if callback.best_model_score is not None:
+        metrics[f"best/{callback.monitor}"] = round(float(callback.best_model_score), 6)
+    last = checkpoint or run_dir(trainer) / "checkpoints" / "last.ckpt"
     return {
         "status": status,
         "reason": reason,
         "resume": resume,
         "metrics": metrics,
-        "baselines": baselines,
-        "seed": seed,
+        "baselines": None,
+        "seed": cli.config.get("seed_everything"),
         "epochs": trainer.current_epoch,
         "global_step": trainer.global_step,
-        "wall_time_s": round(wall_time_s, 2),
-        "versions": package_versions(),
+        "wall_time_s": round(time.perf_counter() - start, 2),
+        "versions": {"python": platform.python_version(), **{p: version(p) for p in PACKAGES}},
         "paths": {
             "run_dir": str(run_dir(trainer)),
             "best_checkpoint": str(Path(best).resolve()) if best else None,
-            "last_checkpoint": str(last_checkpoint.resolve()) if last_checkpoint else None,
+            "last_checkpoint": str(last.resolve()) if last.is_file() else None,
             "logs": log_dir(trainer),
             "export_report": exported["report"] if exported else None,
             "export_metadata": exported["metadata"] if exported else None,
-            "plots": plots or {},
+            "plots": {},
         },
         "view_logs": how_to_view_logs(trainer),
-        "class_names": class_names,
-        "predict_inputs": predict_inputs,
+        "class_names": data.class_names,
+        "predict_inputs": predict_inputs(data),
         "export": exported["formats"] if exported else {},
     }
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def write_summary(summary: dict[str, Any], directory: Path) -> Path:
@@ -192,11 +146,9 @@ def predict_inputs(data: Any) -> str:
     """What predict.py takes for this data: a real file when there is one, else what it
     must hold."""
     shape = ", ".join(map(str, data.input_shape))
-    preprocessing = data.preprocessing
-    if preprocessing.get("kind") == "image":
-        example = data.example_file()
-        if example:
-            return f"{example}  (any image files, or folders of them)"
-        ink = ", dark ink on light" if preprocessing.get("invert") else ""
-        return f"IMAGES  (image files or folders{ink}; or an .npy of shape (N, {shape}))"
-    return f"INPUTS  (.npy or .csv, rows of {shape} numbers without the label)"
+    if data.preprocessing.get("kind") != "image":
+        return f"INPUTS  (.npy or .csv, rows of {shape} numbers without the label)"
+    if data.example_file():
+        return f"{data.example_file()}  (any image files, or folders of them)"
+    ink = ", dark ink on light" if data.preprocessing.get("invert") else ""
+    return f"IMAGES  (image files or folders{ink}; or an .npy of shape (N, {shape}))"
