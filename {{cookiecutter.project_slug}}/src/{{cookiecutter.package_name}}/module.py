@@ -83,11 +83,8 @@ class LitModel(L.LightningModule):
     ) -> None:
         """
         Args:
-            net: the network: `model.net: {class_path: ..., init_args: ...}` in the config,
-                or `--model.net mynet.TinyNet`. None: ``MLPClassifier`` with its defaults.
-            input_shape: one sample's shape; linked from the data.
-            num_classes: output size; linked from the data.
-            class_names: one name per class; linked from the data.
+            net: the network (`--model.net mynet.TinyNet`); None: ``MLPClassifier``.
+            input_shape, num_classes, class_names: linked from the data.
             lr: peak learning rate, reached at the end of the warm-up.
             weight_decay: AdamW decay of weight matrices and kernels (not biases).
             warmup_fraction: share of all optimizer steps spent warming up linearly.

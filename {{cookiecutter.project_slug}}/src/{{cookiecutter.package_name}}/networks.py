@@ -1,15 +1,10 @@
 """Networks: plain ``nn.Module``s with no Lightning import, so they export, test and reuse alone.
 
-The contract every network meets (the shipped ones here, or your own in any file):
-    - its constructor accepts ``input_shape: tuple[int, ...]`` (one sample's shape, e.g.
-      ``(64,)`` for 64 features or ``(1, 8, 8)`` for a grayscale 8x8 image) and
-      ``num_classes: int``; the command line fills both in from the data;
-    - its ``forward`` maps a float batch ``(B, *input_shape)`` to logits ``(B, num_classes)``.
-Input standardisation and the class-prior bias are added around it (module.InferenceModel),
-so every export takes raw inputs.
-
-    python train.py --config configs/cnn.yaml
-    python train.py --model.net mynet.TinyNet --model.net.init_args.width 64
+The contract of every network, shipped or your own (`--model.net mynet.TinyNet`): its
+constructor takes ``input_shape: tuple[int, ...]`` (one sample's shape: ``(64,)`` or
+``(1, 8, 8)``) and ``num_classes: int``, both filled in from the data, and its ``forward`` maps
+a float batch ``(B, *input_shape)`` to logits ``(B, num_classes)``. The standardisation and the
+class prior are added around it (module.InferenceModel), so every export takes raw inputs.
 """
 
 from __future__ import annotations
@@ -45,8 +40,6 @@ class MLPClassifier(nn.Module):
     ) -> None:
         """
         Args:
-            input_shape: one sample's shape; filled in from the data.
-            num_classes: number of classes; filled in from the data.
             hidden_sizes: widths of the hidden ReLU layers ([] for a linear model).
             dropout: dropout after each hidden layer.
             activation_checkpointing: in training, keep only each hidden layer's input and
@@ -82,13 +75,10 @@ class MLPClassifier(nn.Module):
 
 
 class ConvClassifier(nn.Module):
-    """Images (B, C, H, W) -> conv blocks -> average pool to a small grid -> class logits.
-
-    Each block is two 3x3 convolutions with group norm and ReLU; every block but the last
-    halves the resolution. Pooling to ``pool_size`` x ``pool_size`` works at any image size
-    and keeps where strokes are. Group norm, not batch norm: no running statistics, so the
-    same behaviour at any batch size (DDP shards, predict's single images, recomputation).
-    """
+    """Images (B, C, H, W) -> blocks of two 3x3 convolutions (group norm, ReLU), each but the
+    last halving the resolution -> average pool to a small grid (any image size, and where
+    strokes are is kept) -> class logits. Group norm, not batch norm: the same behaviour at
+    any batch size (DDP shards, single images, recomputation)."""
 
     def __init__(
         self,
@@ -101,8 +91,6 @@ class ConvClassifier(nn.Module):
     ) -> None:
         """
         Args:
-            input_shape: (C, H, W) of one image; filled in from the data.
-            num_classes: number of classes; filled in from the data.
             channels: output channels of each block.
             dropout: dropout before the last layer.
             pool_size: the last feature map is averaged to pool_size x pool_size.

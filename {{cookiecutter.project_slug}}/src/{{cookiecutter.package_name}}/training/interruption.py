@@ -21,6 +21,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from .checkpoints import run_dir
+
 log = logging.getLogger(__name__)
 
 # What a shell reports for a process ended by each signal (128 + the signal's number).
@@ -47,28 +49,20 @@ def lightning_stop(exit: SystemExit) -> tuple[str, int]:
 
 class StopOnSignal(L.Callback):
     """On SIGINT or SIGTERM during training: finish the optimizer step, write last.ckpt,
-    stop. Installed for the training loop only (Lightning's own handling applies before
-    and after it, when there is no training state to keep)."""
+    stop. In place for the training loop only: before and after it, Lightning's own handling
+    applies, with no training state to keep."""
 
-    def __init__(self, filename: str = "last.ckpt") -> None:
-        """
-        Args:
-            filename: the checkpoint written on a stop, in the folder of the run's
-                checkpoints (last.ckpt: what ``--ckpt_path last`` resumes).
-        """
-        self.filename = filename
+    def __init__(self) -> None:
         self.requested: int | None = None
-        self._previous: dict[int, Any] = {}
+        self.previous: dict[int, Any] = {}
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # After Lightning's own SIGTERM handler is in place: this one replaces it in training.
-        if threading.current_thread() is not threading.main_thread():
-            return  # signals reach only the main thread
-        self.requested = None
-        for signum in EXIT_CODES:
-            self._previous[signum] = signal.signal(signum, self._on_signal)
+        if threading.current_thread() is threading.main_thread():  # where signals arrive
+            self.requested = None
+            self.previous = {signum: signal.signal(signum, self.on_signal) for signum in NAMES}
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
+    def on_signal(self, signum: int, frame: Any) -> None:
         if self.requested is None:
             self.requested = signum
             log.warning(
@@ -77,18 +71,13 @@ class StopOnSignal(L.Callback):
                 NAMES[signal.Signals(signum)],
             )
         elif signum == signal.SIGINT:
-            self._restore()
+            self.restore()
             raise KeyboardInterrupt
 
     def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        # A step boundary: the optimizer has stepped (not in the middle of accumulating
+        # A step boundary: the optimizer has stepped (not mid-way through accumulating
         # gradients, which checkpoints do not hold).
         last = batch_idx + 1 == trainer.num_training_batches
         if (batch_idx + 1) % trainer.accumulate_grad_batches and not last:
@@ -99,42 +88,30 @@ class StopOnSignal(L.Callback):
         # The signal's name for the summary, also on a process that did not get it.
         asked = torch.tensor(self.requested or 0, device=trainer.strategy.root_device)
         signum = signal.Signals(int(trainer.strategy.reduce(asked, reduce_op="max")))
-        path = self._checkpoint_path(trainer)
+        path = run_dir(trainer) / "checkpoints" / "last.ckpt"
         trainer.save_checkpoint(path, weights_only=False)  # rank zero writes; all take part
-        self._restore()
+        self.restore()
         raise TrainingInterrupted(signum, path)
 
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._restore()
-
     def missed_request(self) -> tuple[str, int] | None:
-        """(reason, exit code) of a signal that came after the last training step (during
-        the final validation), which the fit finished without acting on; None if none did.
-        A sweep must stop there rather than start its next trial."""
+        """(reason, exit code) of a signal that came after the last training step (during the
+        final validation), which the fit finished without acting on; None if none did. A
+        sweep must stop there rather than start its next trial."""
         if self.requested is None:
             return None
         signum = signal.Signals(self.requested)
         return f"stopped by {NAMES[signum]}", EXIT_CODES[signum]
 
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        self._restore()
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.restore()
 
-    def _restore(self) -> None:
-        for signum, handler in self._previous.items():
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
             signal.signal(signum, handler)
-        self._previous = {}
-
-    def _checkpoint_path(self, trainer: L.Trainer) -> Path:
-        folder = None
-        for callback in trainer.checkpoint_callbacks:
-            folder = getattr(callback, "dirpath", None)  # a ModelCheckpoint's
-            if folder:
-                break
-        if folder is None:
-            folder = Path(trainer.default_root_dir) / "checkpoints"
-        return Path(folder) / self.filename
+        self.previous = {}
 
 
 def resume_command(args: Sequence[str], checkpoint: Path, script: str = "train.py") -> str:
