@@ -58,7 +58,8 @@ class RankProbe(L.Callback):
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # The test loss's weight (its samples), synced over the processes as compute() does:
         # collective, so every rank calls it.
-        loss = pl_module.test_metrics["loss"]  # type: ignore[index]
+        metrics: Any = pl_module.test_metrics
+        loss = metrics["loss"]
         loss.sync()
         self.facts["test_samples_total"] = int(loss.weight)
         loss.unsync()

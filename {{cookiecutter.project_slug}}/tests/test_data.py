@@ -195,7 +195,7 @@ def test_the_data_module_says_what_the_network_and_the_exports_need(
 
 
 def test_the_epoch_order_depends_on_the_seed_and_the_epoch_only() -> None:
-    orders = {}
+    orders: dict[tuple[int, int], list[list[int]]] = {}
     for seed, epoch in ((0, 0), (0, 1), (100, 0), (0, 0)):
         sampler = EpochSampler(100, shuffle=True, seed=seed)
         sampler.set_epoch(epoch)

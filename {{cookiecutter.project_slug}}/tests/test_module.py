@@ -1,5 +1,6 @@
 from itertools import pairwise
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -96,7 +97,8 @@ def test_integer_inputs_fail_with_the_fix() -> None:
 
 def test_epoch_loss_is_weighted_by_batch_size() -> None:
     """A short last batch counts for its samples, not as a whole batch."""
-    loss = LitModel().val_metrics["loss"]
+    metrics: Any = LitModel().val_metrics
+    loss = metrics["loss"]
     loss.update(torch.tensor(1.0), weight=64)
     loss.update(torch.tensor(3.0), weight=14)
     assert loss.compute().item() == pytest.approx((64 * 1.0 + 14 * 3.0) / 78)

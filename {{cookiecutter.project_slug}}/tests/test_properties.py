@@ -106,8 +106,8 @@ RANGES: dict[str, Callable[[float], bool]] = {
     "data.shift_prob": lambda v: 0 <= v <= 1,
     "model.lr": lambda v: v > 0,
     "model.weight_decay": lambda v: v >= 0,
-    "model.warmup_fraction": lambda v: 0 <= v < 1,
-    "model.label_smoothing": lambda v: 0 <= v < 1,
+    "model.warmup_fraction": lambda v: 0 <= v <= 1,
+    "model.label_smoothing": lambda v: 0 <= v <= 1,
     "model.net.init_args.dropout": lambda v: 0 <= v <= 1,
     "model.net.init_args.hidden_sizes": lambda v: v > 0,  # (one layer of this width)
 }

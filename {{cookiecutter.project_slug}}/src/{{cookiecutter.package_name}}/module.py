@@ -9,7 +9,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from jsonargparse.typing import NonNegativeFloat, PositiveFloat, restricted_number_type
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveFloat
 from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torchmetrics import MeanMetric
@@ -18,7 +18,6 @@ from .networks import MLPClassifier
 from .tasks.classification import Classification, ClassPriorBias
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-Fraction = restricted_number_type("Fraction", float, [(">=", 0), ("<", 1)])
 STAGES = ("train", "val", "test")
 
 
@@ -55,6 +54,8 @@ class InferenceModel(nn.Module):
     """Raw inputs -> standardise -> any network -> the task's output layer: what is exported,
     so that serving takes raw inputs and cannot drift from training."""
 
+    output: Any  # the task's output layer (tasks/), with the task's own setters
+
     def __init__(self, net: nn.Module, input_shape: Sequence[int], output: nn.Module) -> None:
         super().__init__()
         self.standardize = Standardize(input_shape)
@@ -77,8 +78,8 @@ class LitModel(L.LightningModule):
         class_names: list[str] | None = None,
         lr: PositiveFloat = 3e-3,
         weight_decay: NonNegativeFloat = 1e-2,
-        warmup_fraction: Fraction = 0.05,
-        label_smoothing: Fraction = 0.1,
+        warmup_fraction: ClosedUnitInterval = 0.05,
+        label_smoothing: ClosedUnitInterval = 0.1,
         class_prior_bias: bool = True,
     ) -> None:
         """
@@ -164,7 +165,9 @@ class LitModel(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Epochs whose training ran to the end: what a resume checks (check_resumable).
-        checkpoint["epochs_trained"] = self.trainer.fit_loop.epoch_progress.current.processed
+        # (Lightning types the tracker as its base class, which has no `processed`.)
+        progress = self.trainer.fit_loop.epoch_progress.current
+        checkpoint["epochs_trained"] = progress.processed  # type: ignore[attr-defined]
 
     def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
         x, y = batch

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 
 class InMemoryDataset(TensorDataset):
@@ -34,7 +34,8 @@ class EpochSampler(DistributedSampler):
     process it is an ordinary seeded shuffle."""
 
     def __init__(self, size: int, shuffle: bool, seed: int, replicas: int = 1, rank: int = 0):
-        super().__init__(range(size), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed)
+        indices = cast(Dataset, range(size))  # it needs only the length
+        super().__init__(indices, num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.skip = 0  # samples of this epoch's shard already trained (a resume)
 
     def __iter__(self) -> Iterator[int]:
@@ -60,10 +61,8 @@ class ResumableLoader(DataLoader):
             self.sampler.skip = state_dict["batches_done"] * (self.batch_size or 1)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator over torch's
-        sampler = self.sampler
-        self.batches_done = (
-            sampler.skip // self.batch_size if isinstance(sampler, EpochSampler) else 0
-        )
+        skip = self.sampler.skip if isinstance(self.sampler, EpochSampler) else 0
+        self.batches_done = skip // (self.batch_size or 1)
         for batch in super().__iter__():
             self.batches_done += 1
             yield batch

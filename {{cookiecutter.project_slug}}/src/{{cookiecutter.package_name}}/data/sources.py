@@ -78,8 +78,8 @@ def read_image_folder(
         found = f"a single class folder ({folders[0].name})" if folders else "no class subfolders"
         raise DataError(f"data.path {root} has {found}: a classifier needs 2 or more, in {layout}.")
     files = {folder.name: sorted(filter(is_image_file, folder.iterdir())) for folder in folders}
-    for name, found in files.items():
-        if not found:
+    for name, images in files.items():
+        if not images:
             raise DataError(
                 f"class folder {root / name} holds no images (.png, .jpg, .jpeg, .bmp): add "
                 "some, or move the folder out of data.path."
@@ -88,7 +88,8 @@ def read_image_folder(
         probed_mode, probed_size = probe(next(iter(files.values()))[0])
         if isinstance(image_size, int):
             image_size = (image_size, image_size)
-        fmt = ImageFormat(color_mode or probed_mode, tuple(image_size or probed_size))
+        height, width = image_size or probed_size
+        fmt = ImageFormat(color_mode or probed_mode, (height, width))
         paths = [(label, file) for label, found in enumerate(files.values()) for file in found]
         features = np.stack([read_image(file, fmt) for _, file in paths])
     except ImageError as error:

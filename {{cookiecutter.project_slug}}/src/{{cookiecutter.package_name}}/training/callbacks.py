@@ -8,7 +8,7 @@ import logging
 import os
 import random
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import lightning as L
 import numpy as np
@@ -41,7 +41,8 @@ class RandomState(L.Callback):
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
         # Plain types and tensors only: checkpoints load with weights_only=True.
-        kind, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
+        state = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state(legacy=True))
+        kind, keys, position, has_gauss, cached = state
         version, internal, gauss = random.getstate()
         checkpoint["rng_states"] = {
             "python": (version, torch.tensor(internal), gauss),

@@ -162,7 +162,7 @@ def log_again(loggers: list[Logger], rows: list[dict[str, str]]) -> None:
             warnings.filterwarnings("ignore", message=f"Experiment logs directory {folder}")
             logger.experiment  # noqa: B018  (opening the folder deletes the old file)
         for row in rows:
-            values = {key: float(value) for key, value in row.items() if value and key != "step"}
+            values: dict[str, Any] = {k: float(v) for k, v in row.items() if v and k != "step"}
             logger.log_metrics(values, step=int(float(row["step"])))
 {%- endif %}
 

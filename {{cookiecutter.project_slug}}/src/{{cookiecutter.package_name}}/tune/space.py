@@ -135,11 +135,12 @@ def args_of(values: dict[str, Any]) -> list[str]:
 
 
 def to_param(value: Any) -> Any:
-    """A choice as Optuna stores it: scalars as they are, lists and mappings as JSON text."""
-    if isinstance(value, tuple):  # a parsed config value (layer widths) as YAML has it
-        value = list(value)
-    scalar = value is None or isinstance(value, bool | int | float | str)
-    return value if scalar else json.dumps(value)
+    """A choice as Optuna stores it: scalars as plain ones (a parsed PositiveInt as an int),
+    lists and mappings (a parsed tuple of layer widths too) as JSON text."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value if value is None else json.dumps(list(value) if isinstance(value, tuple) else value)
 
 
 def from_param(value: Any) -> Any:
