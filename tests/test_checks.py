@@ -14,11 +14,13 @@ from cookiecutter.main import cookiecutter
 
 from .conftest import TEMPLATE_DIR
 
-# Every value of every option at least once (logger, license, CI, Python version).
+# Every value of every option at least once (logger, extras, license, CI, Python version).
 COMBINATIONS = {
     "defaults": {},  # tensorboard, MIT, GitHub CI, 3.11
-    "csv-3.12": {
+    "every-extra-off-csv-3.12": {
         "logger": "csv",
+        "tuning": "no",
+        "serving": "no",
         "license": "Apache-2.0",
         "github_ci": "no",
         "python_version": "3.12",
