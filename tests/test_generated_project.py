@@ -202,11 +202,11 @@ from torch import nn
 
 
 class TinyNet(nn.Module):
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, width: int = 32) -> None:
+    def __init__(self, input_shape: tuple[int, ...], num_outputs: int, width: int = 32) -> None:
         super().__init__()
         self.layers = nn.Sequential(
             nn.Flatten(), nn.Linear(math.prod(input_shape), width), nn.Tanh(),
-            nn.Linear(width, num_classes),
+            nn.Linear(width, num_outputs),
         )
 
     def forward(self, x):
@@ -325,4 +325,4 @@ def test_benchmark_still_runs(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(SMOKES[script], result.stdout), result.stdout
     if script == "callback_overhead":
-        assert "| without LastCheckpoint |" in result.stdout, result.stdout
+        assert "| without ResumableCheckpoint (last) |" in result.stdout, result.stdout

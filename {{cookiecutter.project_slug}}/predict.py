@@ -1,4 +1,4 @@
-"""Predict classes with an exported model: torch, numpy and Pillow, no Lightning.
+"""Predict with an exported model (classes, or values): torch, numpy and Pillow, no Lightning.
 
 To run:
     python predict.py runs/.../export/model.pt2 inputs.npy            # arrays (N, *input shape)
@@ -17,7 +17,7 @@ import argparse
 import gc
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +36,10 @@ from {{ cookiecutter.package_name }}.export.inputs import InputError, ModelInput
 @dataclass
 class Prediction:
     source: str  # "file" or "file[row]"
-    classes: list[str]  # the top-k class names, most probable first
-    indices: list[int]  # their class indices
-    probabilities: list[float]
+    classes: list[str] = field(default_factory=list)  # the top-k class names, most probable first
+    indices: list[int] = field(default_factory=list)  # their class indices
+    probabilities: list[float] = field(default_factory=list)
+    values: dict[str, float] | None = None  # regression: each target's value, in its units
 
 
 def read_npy(path: Path) -> np.ndarray:
@@ -111,7 +112,8 @@ def read_inputs(path: Path, spec: ModelInputs, model: Path) -> list[tuple[str, n
 
 
 def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Prediction]:
-    """Top-``top`` classes with their probabilities for every sample of every input."""
+    """For every sample of every input: the top-``top`` classes with their probabilities, or
+    the regression targets' values."""
     model = load(model_path)
     spec = ModelInputs.beside(model_path)
     samples = [sample for path in inputs for sample in read_inputs(path, spec, model_path)]
@@ -119,7 +121,7 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
     batch = torch.from_numpy(np.concatenate([array for _, array in samples]))
     try:
         with torch.inference_mode():
-            probabilities = model(batch).softmax(dim=-1)
+            outputs = model(batch).float()
     # A model exported by hand, without metadata.json: TorchScript raises RuntimeError,
     # torch.export's shape guards AssertionError.
     except (RuntimeError, AssertionError) as error:
@@ -127,8 +129,11 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
             f"the model rejected inputs of shape {list(batch.shape)} "
             f"({str(error).splitlines()[0][:200]}); check the number of features."
         ) from None
-    values, indices = probabilities.topk(min(top, probabilities.shape[-1]), dim=-1)
-    names = spec.class_names or [str(c) for c in range(probabilities.shape[-1])]
+    names = spec.output_names or [str(c) for c in range(outputs.shape[-1])]
+    if spec.task == "regression":
+        rows = outputs.tolist()
+        return [Prediction(s, values=dict(zip(names, r, strict=True))) for s, r in zip(sources, rows, strict=True)]
+    values, indices = outputs.softmax(dim=-1).topk(min(top, outputs.shape[-1]), dim=-1)
     return [
         Prediction(source, [names[c] for c in classes], classes, probs)
         for source, classes, probs in zip(sources, indices.tolist(), values.tolist(), strict=True)
@@ -148,12 +153,12 @@ def main(argv: list[str] | None = None) -> list[Prediction]:
     except (InputError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    for prediction in predictions:
-        ranked = ", ".join(
-            f"{name} ({prob:.3f})"
-            for name, prob in zip(prediction.classes, prediction.probabilities, strict=True)
-        )
-        print(f"{prediction.source}: {ranked}")
+    for p in predictions:
+        if p.values is not None:
+            print(f"{p.source}: " + ", ".join(f"{k}={v:.6g}" for k, v in p.values.items()))
+        else:
+            ranked = zip(p.classes, p.probabilities, strict=True)
+            print(f"{p.source}: " + ", ".join(f"{name} ({prob:.3f})" for name, prob in ranked))
     return predictions
 
 

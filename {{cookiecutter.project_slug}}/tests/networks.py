@@ -13,13 +13,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier
+from {{ cookiecutter.package_name }}.networks import CNN, MLP
 
 KINDS = ["mlp", "cnn", "user"]
 # As `--model.net ...` takes them: a class path and init_args.
 CLASS_PATHS: dict[str, tuple[str, dict[str, Any]]] = {
-    "mlp": ("{{ cookiecutter.package_name }}.networks.MLPClassifier", {"hidden_sizes": [32]}),
-    "cnn": ("{{ cookiecutter.package_name }}.networks.ConvClassifier", {"channels": [8, 16]}),
+    "mlp": ("{{ cookiecutter.package_name }}.networks.MLP", {"hidden_sizes": [32]}),
+    "cnn": ("{{ cookiecutter.package_name }}.networks.CNN", {"channels": [8, 16]}),
     "user": ("tests.networks.TinyUserNet", {"width": 16}),
 }
 
@@ -27,22 +27,22 @@ CLASS_PATHS: dict[str, tuple[str, dict[str, Any]]] = {
 class TinyUserNet(nn.Module):
     """A user's network: flatten, one tanh layer, logits. Not a subclass of anything ours."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, width: int = 16) -> None:
+    def __init__(self, input_shape: tuple[int, ...], num_outputs: int, width: int = 16) -> None:
         super().__init__()
         self.hidden = nn.Linear(math.prod(input_shape), width)
-        self.out = nn.Linear(width, num_classes)
+        self.out = nn.Linear(width, num_outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(torch.tanh(self.hidden(x.flatten(1))))
 
 
-def make_net(kind: str, input_shape: tuple[int, ...] = (1, 8, 8), num_classes: int = 10):
+def make_net(kind: str, input_shape: tuple[int, ...] = (1, 8, 8), num_outputs: int = 10):
     """A small network of ``kind``, built as the CLI builds it (shape and classes given)."""
     if kind == "mlp":
-        return MLPClassifier(input_shape, num_classes, hidden_sizes=(32,))
+        return MLP(input_shape, num_outputs, hidden_sizes=(32,))
     if kind == "cnn":
-        return ConvClassifier(input_shape, num_classes, channels=(8, 16))
-    return TinyUserNet(input_shape, num_classes)
+        return CNN(input_shape, num_outputs, channels=(8, 16))
+    return TinyUserNet(input_shape, num_outputs)
 
 
 def net_args(kind: str) -> list[str]:
@@ -58,8 +58,8 @@ class NaNAfter(TinyUserNet):
     """A network whose training outputs turn NaN at its ``bad_call``-th training forward: the
     loss goes NaN as with a learning rate far too high, but at a known step."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, bad_call: int = 3) -> None:
-        super().__init__(input_shape, num_classes)
+    def __init__(self, input_shape: tuple[int, ...], num_outputs: int, bad_call: int = 3) -> None:
+        super().__init__(input_shape, num_outputs)
         self.bad_call = bad_call
         self.calls = 0
 
@@ -70,3 +70,11 @@ class NaNAfter(TinyUserNet):
             if self.calls >= self.bad_call:
                 return logits * float("nan")
         return logits
+
+
+class Squeezed(TinyUserNet):
+    """A regression network that drops its output's last dimension: (B,) against targets
+    (B, 1), the shape pitfall of regression code."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).squeeze(-1)

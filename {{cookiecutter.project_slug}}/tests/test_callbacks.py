@@ -18,7 +18,7 @@ from torch import nn
 
 from {{ cookiecutter.package_name }}.data.datamodule import DataModule
 from {{ cookiecutter.package_name }}.module import LitModel
-from {{ cookiecutter.package_name }}.networks import MLPClassifier
+from {{ cookiecutter.package_name }}.networks import MLP
 from {{ cookiecutter.package_name }}.training.callbacks import (
     GradientMonitor,
     MemoryMonitor,
@@ -31,8 +31,8 @@ from .conftest import Run
 from .networks import KINDS, make_net
 
 
-def mlp(*hidden_sizes: int) -> MLPClassifier:
-    return MLPClassifier(hidden_sizes=hidden_sizes)
+def mlp(*hidden_sizes: int) -> MLP:
+    return MLP(hidden_sizes=hidden_sizes)
 
 
 CALLBACKS_LOGGER = "{{ cookiecutter.package_name }}.training.callbacks"

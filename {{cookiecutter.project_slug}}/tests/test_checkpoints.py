@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.networks import MLPClassifier
+from {{ cookiecutter.package_name }}.networks import MLP
 from {{ cookiecutter.package_name }}.training.checkpoints import (
     AtomicCheckpointIO,
     CheckpointError,
@@ -75,14 +75,14 @@ def test_last_resolves_to_the_newest_last_checkpoint(trained_run: Run) -> None:
 def test_load_weights_reports_missing_and_unexpected_keys(
     trained_run: Run, caplog: pytest.LogCaptureFixture
 ) -> None:
-    wider_head = MLPClassifier(num_classes=12)  # a new task: the head does not fit
+    wider_head = MLP(num_outputs=12)  # a new task: the head does not fit
     with caplog.at_level(logging.INFO):
         load_weights(wider_head, trained_run.summary["paths"]["best_checkpoint"])
     assert "loaded 4 tensors" in caplog.text
     assert "of another shape in the checkpoint (left as initialised): head.weight, head.bias" in (
         caplog.text
     )
-    same = MLPClassifier()
+    same = MLP()
     load_weights(same, trained_run.summary["paths"]["best_checkpoint"])
     state = read_checkpoint(trained_run.summary["paths"]["best_checkpoint"])["state_dict"]
     assert torch.equal(same.state_dict()["body.0.weight"], state["model.net.body.0.weight"])

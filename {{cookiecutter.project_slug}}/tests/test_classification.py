@@ -26,7 +26,7 @@ from .test_image_folders import write_digit_folder
 
 
 def compute_baselines(data: DataModule) -> dict:
-    task = Classification(data.num_classes, data.class_names)
+    task = Classification(data.num_outputs, data.output_names)
     return task.baselines(data.split_arrays("train"), data.split_arrays("test"))
 
 
@@ -79,7 +79,7 @@ def test_images_are_flattened_or_skipped(tmp_path: Path, monkeypatch: pytest.Mon
     data = DataModule(str(folder), color_mode="RGB")
     assert data.input_shape == (3, 8, 8)
     source = read_data(folder, color_mode="RGB")  # (N, 3, 8, 8): flattened to 192 values
-    expected = direct_logistic_regression(source.features, source.labels, data)
+    expected = direct_logistic_regression(source.features, source.targets, data)
     assert compute_baselines(data)["logistic_regression"] == expected
     monkeypatch.setattr(baselines, "MAX_FEATURES", 191)
     result = compute_baselines(data)
@@ -121,7 +121,7 @@ def test_split_arrays_follow_the_split_indices() -> None:
     for split, indices in splits.items():
         features, labels = data.split_arrays(split)
         assert features.shape == (len(indices), *data.input_shape)
-        np.testing.assert_array_equal(labels, data.source.labels[indices])
+        np.testing.assert_array_equal(labels, data.source.targets[indices])
         assert len(labels) == len(indices)
     with pytest.raises(ValueError, match="'tset'"):
         data.split_arrays("tset")

@@ -34,7 +34,7 @@ def test_splits_are_disjoint_and_cover_every_sample(datamodule: DataModule) -> N
         set(idx.tolist()) for idx in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx)
     )
     assert not (train & val or train & test or val & test)
-    assert len(train | val | test) == len(builtin_digits().labels)
+    assert len(train | val | test) == len(builtin_digits().targets)
 
 
 def test_split_is_deterministic_and_follows_its_own_seed(
@@ -48,7 +48,7 @@ def test_split_is_deterministic_and_follows_its_own_seed(
 
 
 def test_split_is_stratified(datamodule: DataModule) -> None:
-    labels = builtin_digits().labels
+    labels = builtin_digits().targets
     overall = np.bincount(labels) / len(labels)
     for idx in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx):
         share = np.bincount(labels[idx], minlength=10) / len(idx)
@@ -61,7 +61,7 @@ def test_cross_validation_folds_are_disjoint_balanced_and_leave_the_test_split_a
 ) -> None:
     """Fold 0 is the run's own split (what best.yaml retrains); folds 1..4 hold out other
     parts of the validation split's size; together they never see the test split."""
-    labels = builtin_digits().labels
+    labels = builtin_digits().targets
     pool = np.union1d(datamodule.train_idx, datamodule.val_idx)
     folds = [DataModule(num_workers=0, val_fold=k) for k in range(5)]
     assert np.array_equal(folds[0].train_idx, datamodule.train_idx)
@@ -182,8 +182,8 @@ def test_the_data_module_says_what_the_network_and_the_exports_need(
     datamodule: DataModule,
 ) -> None:
     assert datamodule.input_shape == (1, 8, 8)
-    assert datamodule.num_classes == 10
-    assert datamodule.class_names == [str(digit) for digit in range(10)]
+    assert datamodule.num_outputs == 10
+    assert datamodule.output_names == [str(digit) for digit in range(10)]
     assert datamodule.preprocessing == {
         "kind": "image",
         "color_mode": "L",

@@ -13,7 +13,6 @@ import torch
 from {{ cookiecutter.package_name }}.export import formats as artifacts
 from {{ cookiecutter.package_name }}.export import verify as export
 from {{ cookiecutter.package_name }}.export.verify import (
-    FP32_TOLERANCE,
     ExportVerificationError,
     export_model,
 )
@@ -87,7 +86,7 @@ def test_each_format_round_trips_from_disk_with_any_batch_size(
     # Saved from train mode on purpose: the export must still be the eval-mode network
     # (dropout off), so two calls agree and fp32 formats equal eager.
     assert torch.equal(got, loaded(features))
-    tolerance = 0.5 if fmt == "int8" else FP32_TOLERANCE
+    tolerance = 0.5 if fmt == "int8" else TASK.tolerance()[1]
     assert (got - expected).abs().max() <= tolerance
 
 
@@ -101,8 +100,8 @@ def test_export_model_verifies_and_measures_every_format(model_and_data, tmp_pat
         if fmt != "eager":
             assert report.path is not None
             assert Path(report.path).stat().st_size == report.size_bytes
-    assert reports["eager"].accuracy == 1.0
-    assert reports["int8"].accuracy >= 1.0 - INT8_MAX_ACCURACY_DROP
+    assert reports["eager"].score == {"accuracy": 1.0}
+    assert reports["int8"].score["accuracy"] >= 1.0 - INT8_MAX_ACCURACY_DROP
 
 
 def test_tampered_torchscript_fails_verification(

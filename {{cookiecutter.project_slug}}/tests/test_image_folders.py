@@ -58,8 +58,8 @@ def image_run(digit_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> R
 def test_folder_reads_as_images_with_word_class_names(digit_folder: Path) -> None:
     source = read_image_folder(digit_folder)
     assert source.features.shape == (400, 1, 16, 16) and source.features.dtype == np.float32
-    assert source.class_names == sorted(WORDS)
-    assert np.bincount(source.labels).tolist() == [40] * 10
+    assert source.names == sorted(WORDS)
+    assert np.bincount(source.targets).tolist() == [40] * 10
     assert source.preprocessing == {
         "kind": "image",
         "color_mode": "L",
@@ -86,7 +86,7 @@ def test_rgb_images_are_read_as_rgb(tmp_path: Path) -> None:
             Image.new("RGB", (5, 4), color).save(tmp_path / name / f"{index}.jpg")
     source = read_image_folder(tmp_path)
     assert source.input_shape == (3, 4, 5)
-    assert source.features[source.labels == source.class_names.index("red"), 0].mean() > 0.9
+    assert source.features[source.targets == source.names.index("red"), 0].mean() > 0.9
 
 
 def _truncated_png(path: Path) -> None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.module import InferenceModel, Standardize
-from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier, NetworkError
+from {{ cookiecutter.package_name }}.networks import CNN, MLP, NetworkError
 from {{ cookiecutter.package_name }}.tasks.classification import ClassPriorBias
 
 from .networks import KINDS, make_net
@@ -14,15 +14,15 @@ from .networks import KINDS, make_net
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("input_shape", [(1, 8, 8), (3, 16, 12)], ids=["gray-8x8", "rgb-16x12"])
 def test_every_network_maps_a_batch_to_logits(kind: str, input_shape: tuple[int, ...]) -> None:
-    net = make_net(kind, input_shape, num_classes=7)
+    net = make_net(kind, input_shape, num_outputs=7)
     assert net(torch.randn(5, *input_shape)).shape == (5, 7)
     assert net(torch.randn(1, *input_shape)).shape == (1, 7), "a single sample works too"
 
 
 def test_mlp_takes_flat_features_and_the_cnn_refuses_them() -> None:
-    assert MLPClassifier((13,), 3)(torch.randn(4, 13)).shape == (4, 3)
-    with pytest.raises(NetworkError, match=r"ConvClassifier takes images \(C, H, W\)"):
-        ConvClassifier((13,), 3)
+    assert MLP((13,), 3)(torch.randn(4, 13)).shape == (4, 3)
+    with pytest.raises(NetworkError, match=r"CNN takes images \(C, H, W\)"):
+        CNN((13,), 3)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -36,7 +36,7 @@ def test_every_parameter_receives_a_gradient(kind: str) -> None:
 
 
 def test_hidden_layers_are_registered() -> None:
-    model = MLPClassifier(hidden_sizes=(32, 16))
+    model = MLP(hidden_sizes=(32, 16))
     linear_layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     assert len(linear_layers) == 3
     assert sum(p.numel() for p in model.parameters()) == 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10
@@ -66,7 +66,7 @@ def test_preprocessing_travels_with_the_weights_whatever_the_network(kind: str) 
 
 
 def test_class_priors_set_the_first_predictions() -> None:
-    model = InferenceModel(MLPClassifier(num_classes=3), (1, 8, 8), ClassPriorBias(3)).eval()
+    model = InferenceModel(MLP(num_outputs=3), (1, 8, 8), ClassPriorBias(3)).eval()
     priors = torch.tensor([0.5, 0.3, 0.2])
     model.output.set_priors(priors)
     with torch.inference_mode():
@@ -76,15 +76,15 @@ def test_class_priors_set_the_first_predictions() -> None:
 
 def test_hidden_layers_use_kaiming_scale() -> None:
     torch.manual_seed(0)
-    model = MLPClassifier(hidden_sizes=(2048,))
+    model = MLP(hidden_sizes=(2048,))
     std = model.state_dict()["body.0.weight"].std().item()
     assert abs(std - (2 / 64) ** 0.5) < 0.01
 
 
 def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients() -> None:
     torch.manual_seed(0)
-    plain = MLPClassifier(hidden_sizes=(32, 32, 32), dropout=0.3)
-    checkpointed = MLPClassifier(
+    plain = MLP(hidden_sizes=(32, 32, 32), dropout=0.3)
+    checkpointed = MLP(
         hidden_sizes=(32, 32, 32), dropout=0.3, activation_checkpointing=True
     )
     checkpointed.load_state_dict(plain.state_dict())
@@ -111,8 +111,8 @@ def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients
 
 def test_cnn_activation_checkpointing_gives_the_same_gradients() -> None:
     torch.manual_seed(0)
-    plain = ConvClassifier(channels=(8, 16), dropout=0.0)
-    checkpointed = ConvClassifier(channels=(8, 16), dropout=0.0, activation_checkpointing=True)
+    plain = CNN(channels=(8, 16), dropout=0.0)
+    checkpointed = CNN(channels=(8, 16), dropout=0.0, activation_checkpointing=True)
     checkpointed.load_state_dict(plain.state_dict())
     x = torch.randn(4, 1, 8, 8)
     for model in (plain, checkpointed):

@@ -25,7 +25,7 @@ def test_hyperparameters_are_plain_values_whatever_the_network(kind: str) -> Non
 def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = LitModel(net=make_net(kind), input_shape=(1, 8, 8), num_classes=10)
+    module = LitModel(net=make_net(kind), input_shape=(1, 8, 8), num_outputs=10)
     monkeypatch.setattr(module, "log", lambda *args, **kwargs: None)  # no Trainer here
     x, y = torch.rand(6, 1, 8, 8) * 16, torch.arange(6)
     loss = module.training_step((x, y), 1)
@@ -38,7 +38,7 @@ def test_a_step_of_any_network_gives_a_finite_loss_and_gradients(
 def test_class_prior_bias_can_be_turned_off() -> None:
     datamodule = SimpleNamespace(
         input_stats=lambda: (torch.zeros(1), torch.ones(1)),
-        class_priors=lambda: torch.full((10,), 0.1),
+        train_targets=lambda: torch.arange(10),  # one sample of each class
     )
     for enabled, expected in ((True, torch.full((10,), 0.1).log()), (False, torch.zeros(10))):
         module = LitModel(class_prior_bias=enabled)
@@ -85,13 +85,13 @@ def test_bad_label_batches_fail_with_the_fix(
     labels: torch.Tensor, error: type, message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        Classification.check_batch(torch.zeros(4, 1, 8, 8), labels)
+        Classification.check_batch(torch.zeros(4, 1, 8, 8), torch.zeros(4, 10), labels)
 
 
 def test_integer_inputs_fail_with_the_fix() -> None:
     with pytest.raises(TypeError, match="float"):
         Classification.check_batch(
-            torch.zeros(4, 64, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+            torch.zeros(4, 64, dtype=torch.long), torch.zeros(4, 10), torch.zeros(4).long()
         )
 
 

@@ -13,7 +13,7 @@ from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.plugins.precision import MixedPrecision
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
-from {{ cookiecutter.package_name }}.networks import ConvClassifier
+from {{ cookiecutter.package_name }}.networks import CNN
 from {{ cookiecutter.package_name }}.training.checkpoints import AtomicCheckpointIO
 from {{ cookiecutter.package_name }}.training.hardware import HardwareError, check_hardware
 
@@ -185,7 +185,7 @@ def test_the_cnn_preset_stacks_with_every_other_preset(parser, name: str) -> Non
     alone = parse(parser, name)
     for order in ([name, "cnn"], ["cnn", name]):
         config = parse(parser, *order)
-        assert config.model.net.class_path.endswith(".ConvClassifier"), order
+        assert config.model.net.class_path.endswith(".CNN"), order
         assert config.trainer == alone.trainer, f"{order}: the other preset's Trainer holds"
         assert config.data == alone.data, order
         net_args = config.model.net.init_args
@@ -199,4 +199,4 @@ def test_the_cnn_preset_stacks_with_every_other_preset(parser, name: str) -> Non
 def test_low_memory_and_cnn_build_a_cnn_that_recomputes(tmp_path: Path) -> None:
     presets = ("--config", str(CONFIGS / "low-memory.yaml"), "--config", str(CONFIGS / "cnn.yaml"))
     net = build(tmp_path, *presets, "--trainer.logger", "false").model.model.net
-    assert type(net) is ConvClassifier and net.activation_checkpointing
+    assert type(net) is CNN and net.activation_checkpointing

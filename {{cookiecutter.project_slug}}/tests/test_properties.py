@@ -59,7 +59,7 @@ def data_module_or_data_error(path: Path, **options) -> DataModule | None:
         assert "\n" not in str(error)
         return None
     data.setup("fit")
-    assert data.num_classes >= 2 and len(data.class_names) == data.num_classes
+    assert data.num_outputs >= 2 and len(data.output_names) == data.num_outputs
     x, _ = data.train_set[0]
     assert x.shape == data.input_shape and torch.isfinite(x).all()
     return data

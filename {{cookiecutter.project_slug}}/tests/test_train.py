@@ -26,7 +26,7 @@ def test_fast_dev_run_smoke(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     assert "test/acc" in run.summary["metrics"]
     # The first line says what runs, instead of Lightning's "GPU/TPU available" lines.
     first = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training "))
-    assert first.startswith("training MLPClassifier (85,002 parameters) on the built-in digits")
+    assert first.startswith("training MLP (85,002 parameters) on the built-in digits")
     assert "samples of shape (1, 8, 8), 10 classes; cpu, 1 process x " in first
     assert not [r for r in caplog.records if "TPU available" in r.getMessage()]
 
@@ -127,7 +127,7 @@ def test_print_config_shows_the_resolved_configuration(tmp_path) -> None:
     result = run_until_exit(tmp_path, "--print_config", "--trainer.max_epochs", "3")
     assert result.code == 0
     assert "max_epochs: 3" in result.stdout
-    assert "class_path: {{ cookiecutter.package_name }}.networks.MLPClassifier" in result.stdout
+    assert "class_path: {{ cookiecutter.package_name }}.networks.MLP" in result.stdout
     assert "hidden_sizes:" in result.stdout
 
 
@@ -170,7 +170,7 @@ def test_any_network_trains_tests_exports_and_reloads_from_its_checkpoint(
 @pytest.mark.parametrize(
     ("net", "message"),
     [
-        ("torch.nn.Flatten", "must accept input_shape and num_classes"),
+        ("torch.nn.Flatten", "must accept input_shape and num_outputs"),
         ("torch.nn.Identity", "maps a batch of shape (2, 1, 8, 8) to (2, 1, 8, 8)"),
         ("tests.networks.nothing", "tests.networks.nothing"),
     ],
@@ -192,7 +192,7 @@ def test_the_network_gets_its_input_shape_and_classes_from_the_data(tmp_path) ->
     assert cli.model.model.net.blocks[0][0].in_channels == 1
     assert cli.model.model.net.head[-1].out_features == 10
     assert cli.model.hparams.input_shape == (1, 8, 8)
-    assert cli.model.hparams.class_names == [str(digit) for digit in range(10)]
+    assert cli.model.hparams.output_names == [str(digit) for digit in range(10)]
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -14,8 +14,9 @@ from torch import nn
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torchmetrics import MeanMetric
 
-from .networks import MLPClassifier
-from .tasks.classification import Classification, ClassPriorBias
+from .data.sources import TaskName
+from .networks import MLP
+from .tasks import make_task
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 STAGES = ("train", "val", "test")
@@ -74,23 +75,28 @@ class LitModel(L.LightningModule):
         self,
         net: nn.Module | None = None,
         input_shape: tuple[int, ...] = (1, 8, 8),
-        num_classes: int = 10,
-        class_names: list[str] | None = None,
+        num_outputs: int = 10,
+        output_names: list[str] | None = None,
+        task_kind: TaskName = "classification",
+        target_transform: str = "none",
         lr: PositiveFloat = 3e-3,
         weight_decay: NonNegativeFloat = 1e-2,
         warmup_fraction: ClosedUnitInterval = 0.05,
         label_smoothing: ClosedUnitInterval = 0.1,
         class_prior_bias: bool = True,
+        regression_loss: Literal["mse", "huber", "l1"] = "mse",
     ) -> None:
         """
         Args:
-            net: the network (`--model.net mynet.TinyNet`); None: ``MLPClassifier``.
-            input_shape, num_classes, class_names: linked from the data.
+            net: the network (`--model.net mynet.TinyNet`); None: ``MLP``.
+            input_shape, num_outputs, output_names, task_kind, target_transform: linked from
+                the data (the task, the class or target names, how targets were read).
             lr: peak learning rate, reached at the end of the warm-up.
             weight_decay: AdamW decay of weight matrices and kernels (not biases).
             warmup_fraction: share of all optimizer steps spent warming up linearly.
-            label_smoothing: training-loss smoothing; val/test report the plain loss.
-            class_prior_bias: add the log training-split class frequencies to the logits.
+            label_smoothing: classification: training-loss smoothing (val/test: plain loss).
+            class_prior_bias: classification: start the logits at the log class frequencies.
+            regression_loss: regression: mse, huber or l1, on the standardised targets.
         """
         super().__init__()
         # Plain values only, so checkpoints load with weights_only=True. Built by the CLI,
@@ -102,10 +108,17 @@ class LitModel(L.LightningModule):
         if not isinstance(self.hparams.get("net"), dict):
             self.hparams.pop("net", None)
         input_shape = tuple(input_shape)
-        names = list(class_names or map(str, range(num_classes)))
-        self.task = Classification(num_classes, names)
-        net = MLPClassifier(input_shape, num_classes) if net is None else net
-        self.model = InferenceModel(net, input_shape, ClassPriorBias(num_classes))
+        names = list(output_names or map(str, range(num_outputs)))
+        self.task = make_task(
+            task_kind,
+            names,
+            label_smoothing=label_smoothing,
+            class_prior_bias=class_prior_bias,
+            loss_name=regression_loss,
+            transform=target_transform,
+        )
+        net = MLP(input_shape, num_outputs) if net is None else net
+        self.model = InferenceModel(net, input_shape, self.task.output_layer())
         self.example_input_array = torch.zeros(2, *input_shape)  # for the model summary
         # Each stage's epoch metrics: the sample-weighted mean loss and the task's own.
         self.train_metrics, self.val_metrics, self.test_metrics = (
@@ -125,7 +138,7 @@ class LitModel(L.LightningModule):
         return self._shared_step(batch, batch_idx, "test")
 
     def predict_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        return self.task.probabilities(self(batch[0]))
+        return self(batch[0])  # class logits, or values in the targets' units
 
     def configure_optimizers(self) -> Any:
         decay = [p for p in self.parameters() if p.ndim >= 2]
@@ -155,13 +168,12 @@ class LitModel(L.LightningModule):
         }
 
     def setup(self, stage: str) -> None:
-        """Fit starts from training-split input statistics and class priors (a resume then
-        loads the checkpoint's values over them)."""
+        """Fit starts from training-split statistics: the inputs' and the task's own (class
+        priors, target scale); a resume then loads the checkpoint's over them."""
         datamodule: Any = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and hasattr(datamodule, "input_stats"):
             self.model.standardize.set_stats(*datamodule.input_stats())
-            if self.hparams["class_prior_bias"]:
-                self.model.output.set_priors(datamodule.class_priors())
+            self.task.fit_output(self.model.output, datamodule.train_targets())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Epochs whose training ran to the end: what a resume checks (check_resumable).
@@ -171,16 +183,14 @@ class LitModel(L.LightningModule):
 
     def _shared_step(self, batch: Batch, batch_idx: int, stage: str) -> torch.Tensor:
         x, y = batch
+        raw = self.model.net(self.model.standardize(x))
+        outputs = self.model.output(raw)  # what the export answers: logits, or values
         if batch_idx == 0:
-            self.task.check_batch(x, y)
-        logits = self(x)
-        smoothing = self.hparams["label_smoothing"] if stage == "train" else 0.0
-        loss = self.task.loss(logits, y, smoothing)
+            self.task.check_batch(x, outputs, y)
+        loss = self.task.loss(raw, outputs, y, training=stage == "train")
         metrics = getattr(self, f"{stage}_metrics")
         metrics["loss"].update(loss.detach(), weight=len(y))
-        for name, metric in metrics.items():
-            if name != "loss":
-                metric.update(logits, y)
+        self.task.update({k: m for k, m in metrics.items() if k != "loss"}, outputs.detach(), y)
         if batch_idx == 0:
             # Metric objects, logged once: Lightning computes them over every batch's updates
             # (synced across DDP processes) at the epoch's end, then resets them.

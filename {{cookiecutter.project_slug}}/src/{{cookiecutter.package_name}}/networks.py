@@ -2,9 +2,11 @@
 
 The contract of every network, shipped or your own (`--model.net mynet.TinyNet`): its
 constructor takes ``input_shape: tuple[int, ...]`` (one sample's shape: ``(64,)`` or
-``(1, 8, 8)``) and ``num_classes: int``, both filled in from the data, and its ``forward`` maps
-a float batch ``(B, *input_shape)`` to logits ``(B, num_classes)``. The standardisation and the
-class prior are added around it (module.InferenceModel), so every export takes raw inputs.
+``(1, 8, 8)``) and ``num_outputs: int`` (the classes, or the regression targets), both filled in
+from the data, and its ``forward`` maps a float batch ``(B, *input_shape)`` to ``(B,
+num_outputs)``: class logits, or standardised target values. The input standardisation and the
+task's output layer are added around it (module.InferenceModel), so every export takes raw
+inputs and answers in the targets' own units.
 """
 
 from __future__ import annotations
@@ -20,20 +22,20 @@ from jsonargparse.typing import ClosedUnitInterval, PositiveInt
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-REQUIRED = ("input_shape", "num_classes")
+REQUIRED = ("input_shape", "num_outputs")
 
 
 class NetworkError(ValueError):
     """``model.net`` names no importable nn.Module, or one that breaks the contract."""
 
 
-class MLPClassifier(nn.Module):
-    """Any input, flattened -> ReLU hidden layers with dropout -> class logits. The default."""
+class MLP(nn.Module):
+    """Any input, flattened -> ReLU hidden layers with dropout -> outputs. The default."""
 
     def __init__(
         self,
         input_shape: tuple[int, ...] = (1, 8, 8),
-        num_classes: int = 10,
+        num_outputs: int = 10,
         hidden_sizes: Sequence[PositiveInt] = (256, 256),
         dropout: ClosedUnitInterval = 0.3,
         activation_checkpointing: bool = False,
@@ -55,7 +57,7 @@ class MLPClassifier(nn.Module):
         # nn.Sequential, never a plain Python list: layers in a list are not registered,
         # so they are neither trained, moved to the device, nor saved.
         self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(width, num_classes)
+        self.head = nn.Linear(width, num_outputs)
         for layer in self.body:
             if isinstance(layer, nn.Linear):
                 nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
@@ -71,19 +73,19 @@ class MLPClassifier(nn.Module):
                 h = checkpoint(self.body[start : start + 3], h, use_reentrant=False)
         else:
             h = self.body(h)
-        return self.head(h)  # (B, num_classes)
+        return self.head(h)  # (B, num_outputs)
 
 
-class ConvClassifier(nn.Module):
+class CNN(nn.Module):
     """Images (B, C, H, W) -> blocks of two 3x3 convolutions (group norm, ReLU), each but the
     last halving the resolution -> average pool to a small grid (any image size, and where
-    strokes are is kept) -> class logits. Group norm, not batch norm: the same behaviour at
+    strokes are is kept) -> outputs. Group norm, not batch norm: the same behaviour at
     any batch size (DDP shards, single images, recomputation)."""
 
     def __init__(
         self,
         input_shape: tuple[int, ...] = (1, 8, 8),
-        num_classes: int = 10,
+        num_outputs: int = 10,
         channels: Sequence[PositiveInt] = (32, 64),
         dropout: ClosedUnitInterval = 0.2,
         pool_size: PositiveInt = 4,
@@ -100,7 +102,7 @@ class ConvClassifier(nn.Module):
         super().__init__()
         if len(input_shape) != 3:
             raise NetworkError(
-                f"ConvClassifier takes images (C, H, W), the data gives samples of shape "
+                f"CNN takes images (C, H, W), the data gives samples of shape "
                 f"{tuple(input_shape)}: use an image folder, or the MLP for flat features."
             )
         self.activation_checkpointing = activation_checkpointing
@@ -119,7 +121,7 @@ class ConvClassifier(nn.Module):
             blocks.append(nn.Sequential(*layers))
             width = out
         self.blocks = nn.ModuleList(blocks)
-        last = nn.Linear(width * pool_size**2, num_classes)
+        last = nn.Linear(width * pool_size**2, num_outputs)
         self.head = nn.Sequential(
             nn.AdaptiveAvgPool2d(pool_size), nn.Flatten(), nn.Dropout(dropout), last
         )
@@ -134,7 +136,7 @@ class ConvClassifier(nn.Module):
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
             h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
-        return self.head(h)  # (B, num_classes)
+        return self.head(h)  # (B, num_outputs)
 
 
 def check_network(net: Any) -> None:
@@ -154,28 +156,33 @@ def check_network(net: Any) -> None:
     parameters = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     missing = [name for name in REQUIRED if name not in parameters and not takes_any]
+    if "num_outputs" in missing and "num_classes" in parameters:
+        raise NetworkError(
+            f"model.net {class_path} takes num_classes: rename it num_outputs (the classes, "
+            "or the regression targets). See the contract in networks.py."
+        )
     if missing:
         raise NetworkError(
             f"model.net {class_path} must accept {' and '.join(missing)} in __init__ "
             "(filled in from the data): def __init__(self, input_shape: tuple[int, ...], "
-            "num_classes: int, ...). See the contract in networks.py."
+            "num_outputs: int, ...). See the contract in networks.py."
         )
 
 
-def check_network_output(net: nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
-    """One batch of zeros through ``net`` (eval mode, no gradients) must give logits
-    (B, num_classes). An exception inside forward keeps its traceback: it is in your code."""
+def check_network_output(net: nn.Module, input_shape: tuple[int, ...], num_outputs: int) -> None:
+    """One batch of zeros through ``net`` (eval mode, no gradients) must give (B,
+    num_outputs). An exception inside forward keeps its traceback: it is in your code."""
     training = net.training
     try:
         with torch.no_grad():
             out = net.eval()(torch.zeros(2, *input_shape))
     finally:
         net.train(training)
-    expected = (2, num_classes)
+    expected = (2, num_outputs)
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
     if shape != expected:
         raise NetworkError(
             f"model.net {type(net).__name__} maps a batch of shape {(2, *input_shape)} to "
-            f"{shape}, expected logits of shape {expected}: its forward must return "
-            "(batch, num_classes). See the contract in networks.py."
+            f"{shape}, expected {expected}: its forward must return (batch, num_outputs). "
+            "See the contract in networks.py."
         )

@@ -91,23 +91,29 @@ def quiet_known_noise() -> None:
 {%- endif %}
 
 
-def describe_run(trainer: Any, module: Any, datamodule: Any) -> str:
-    """One line, first of every run (rank zero): what trains on what, where and how."""
+def describe_run(trainer: Any, module: Any, datamodule: Any) -> list[str]:
+    """The first lines of every run (rank zero): what trains on what, where and how, and
+    which task the targets made, from what."""
     network = module.model.net
     parameters = sum(p.numel() for p in network.parameters())
     data = datamodule.hparams.get("path") or "the built-in digits"
     device = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
-    processes = trainer.world_size
-    threads = torch.get_num_threads()
+    processes, threads = trainer.world_size, torch.get_num_threads()
     where = f"{processes} processes" if processes > 1 else f"1 process x {threads} threads"
     sizes = "/".join(
         str(len(i)) for i in (datamodule.train_idx, datamodule.val_idx, datamodule.test_idx)
     )
-    line = (
+    task, why = datamodule.task, datamodule.source.why
+    count = datamodule.num_outputs
+    outputs = f"{count} classes" if task == "classification" else f"{count} target{'s' * (count > 1)}"
+    other = "regression" if task == "classification" else "classification"
+    lines = [
         f"training {type(network).__name__} ({parameters:,} parameters) on {data}: {sizes} "
-        f"train/val/test samples of shape {tuple(datamodule.input_shape)}, "
-        f"{datamodule.num_classes} classes; {device}, {where}, precision {trainer.precision}"
-    )
+        f"train/val/test samples of shape {tuple(datamodule.input_shape)}, {outputs}; "
+        f"{device}, {where}, precision {trainer.precision}",
+        f"task: {task} ({why}); --data.task {other} to change it",
+    ]
     if trainer.is_global_zero:
-        log.info(line)
-    return line
+        for line in lines:
+            log.info(line)
+    return lines

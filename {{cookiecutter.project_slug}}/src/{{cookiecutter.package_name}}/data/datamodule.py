@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import numpy as np
@@ -16,11 +16,11 @@ from torch.utils.data import DataLoader
 
 from .images import ColorMode
 from .loading import EpochSampler, InMemoryDataset, ResumableLoader, keep_batch
-from .sources import DataError, DataSource, read_data
+from .sources import Column, DataError, DataSource, TaskName, read_data
 {%- if cookiecutter.tuning == "yes" %}
-from .splits import split_indices, validation_fold
+from .splits import split_indices, strata, validation_fold
 {%- else %}
-from .splits import split_indices
+from .splits import split_indices, strata
 {%- endif %}
 
 SPLITS = ("train", "val", "test")
@@ -40,7 +40,10 @@ class DataModule(L.LightningDataModule):
         shift_prob: ClosedUnitInterval | None = None,
         image_size: PositiveInt | tuple[PositiveInt, PositiveInt] | None = None,
         color_mode: ColorMode | None = None,
-        label_column: int | str | None = None,
+        label_column: Column | list[Column] | None = None,
+        ignore_columns: list[Column] | None = None,
+        task: TaskName | None = None,
+        target_transform: Literal["none", "log1p"] = "none",
 {%- if cookiecutter.tuning == "yes" %}
         val_fold: NonNegativeInt = 0,
 {%- endif %}
@@ -58,8 +61,12 @@ class DataModule(L.LightningDataModule):
                 images, 0 for flat features.
             image_size: image folders: resize to 32 or [height, width]; None: the first's.
             color_mode: image folders: L (grayscale) or RGB; None: the first image's.
-            label_column: .csv: the label column, a 0-based index or a header name; None:
-                the last.
+            label_column: .csv: the target column (a 0-based index or a header name), or a
+                list of them (regression); None: the last.
+            ignore_columns: .csv: columns that are no feature (an id, a name).
+            task: classification or regression; None: what the targets say (sources.py).
+            target_transform: regression: log1p trains on log(1 + y) (prices, counts), undone
+                in every export.
 {%- if cookiecutter.tuning == "yes" %}
             val_fold: k > 0 validates on the k-th part of the training split of the
                 validation split's size (k-fold cross-validation, sweep.py --folds).
@@ -78,7 +85,13 @@ class DataModule(L.LightningDataModule):
                 f"shape {self.input_shape}: set --data.shift_prob 0."
             )
         self.shift_prob = (0.3 if images else 0.0) if shift_prob is None else shift_prob
-        labels, names = self.source.labels, self.class_names
+        if target_transform == "log1p" and (self.task != "regression" or self.source.targets.min() <= -1):
+            raise DataError(
+                f"data.target_transform log1p takes regression targets above -1: {path or 'the data'} "
+                f"has {'classes' if self.task != 'regression' else 'smaller ones'}."
+            )
+        labels = strata(self.source.targets)
+        names = self.output_names if self.task == "classification" else None
         try:
             self.train_idx, self.val_idx, self.test_idx = split_indices(
                 labels, val_fraction, test_fraction, split_seed, names
@@ -94,7 +107,14 @@ class DataModule(L.LightningDataModule):
     @cached_property
     def source(self) -> DataSource:
         hp = self.hparams
-        return read_data(hp["path"], hp["image_size"], hp["color_mode"], hp["label_column"])
+        return read_data(
+            hp["path"],
+            hp["image_size"],
+            hp["color_mode"],
+            hp["label_column"],
+            hp["ignore_columns"],
+            hp["task"],
+        )
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -102,12 +122,22 @@ class DataModule(L.LightningDataModule):
         return self.source.input_shape
 
     @property
-    def num_classes(self) -> int:
-        return len(self.source.class_names)
+    def task(self) -> TaskName:
+        return self.source.task
 
     @property
-    def class_names(self) -> list[str]:
-        return list(self.source.class_names)
+    def num_outputs(self) -> int:
+        """The network's output size: the classes, or the regression targets."""
+        return len(self.source.names)
+
+    @property
+    def output_names(self) -> list[str]:
+        """The class names, or the target names."""
+        return list(self.source.names)
+
+    @property
+    def target_transform(self) -> str:
+        return self.hparams["target_transform"]
 
     @property
     def preprocessing(self) -> dict[str, Any]:
@@ -119,11 +149,12 @@ class DataModule(L.LightningDataModule):
         return self.source.files[self.test_idx[0]] if self.source.files else None
 
     def split_arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        """(features (N, *input_shape) float32, labels (N,) int64) of a split, as read."""
+        """(features (N, *input_shape) float32, targets) of a split, as read: class labels
+        (N,) int64, or regression targets (N, K) float32 in their own units."""
         if split not in SPLITS:
             raise ValueError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
         index = {"train": self.train_idx, "val": self.val_idx, "test": self.test_idx}[split]
-        return self.source.features[index], self.source.labels[index]
+        return self.source.features[index], self.source.targets[index]
 
     def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and std of the training split only, per feature or per image channel."""
@@ -131,9 +162,9 @@ class DataModule(L.LightningDataModule):
         dims = [0, *range(2, train.ndim)]  # every dimension but the feature / channel one
         return train.mean(dim=dims), train.std(dim=dims)
 
-    def class_priors(self) -> torch.Tensor:
-        counts = np.bincount(self.source.labels[self.train_idx], minlength=self.num_classes)
-        return torch.from_numpy(counts / counts.sum()).float()
+    def train_targets(self) -> torch.Tensor:
+        """The training split's targets (the task fits its output layer to them)."""
+        return torch.from_numpy(self.source.targets[self.train_idx])
 
     def setup(self, stage: str | None = None) -> None:
         self.train_set, self.val_set, self.test_set = (

@@ -1,11 +1,15 @@
 """Your own data without code: `--data.path` to a file or a folder, checked at start-up.
 
-    .npz     arrays `features` (N, F) numbers and `labels` (N,): classes 0..C-1, or names
-    .csv     one sample per row: numbers in the feature columns, the label column (the last,
-             or `--data.label_column`) holds classes 0..C-1 or names; a header row is allowed
+    .npz     arrays `features` (N, F) numbers and `labels` (N,) or (N, K)
+    .csv     one sample per row, a header row allowed; number columns, and the target column
+             (the last, or `--data.label_column`, one name or several)
     folder   images (.png, .jpg, .jpeg, .bmp) in one subfolder per class, named after it
 Without a path: scikit-learn's bundled 8x8 handwritten digits, as (1, 8, 8) images.
-Every problem is a DataError that names the file and the fix, before any training.
+
+The targets say the task, unless `--data.task` does: text, or at most MAX_CLASSES distinct
+whole numbers, are classes; fractional numbers, more distinct whole numbers (a count, a price
+in cents) or several columns are regression targets. Every problem is a DataError that names
+the file and the fix, before any training.
 """
 
 from __future__ import annotations
@@ -13,20 +17,23 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .images import ColorMode, ImageError, ImageFormat, is_image_file, probe, read_image
 
+TaskName = Literal["classification", "regression"]
+MAX_CLASSES = 20  # whole-number targets with more distinct values are a regression
 FORMAT_HELP = (
-    "expected an .npz with arrays 'features' (N, F) and 'labels' (N,), or a .csv of feature "
-    "columns and a label column"
+    "expected an .npz with arrays 'features' (N, F) and 'labels' (N,) or (N, K), or a .csv "
+    "of number columns and a target column"
 )
+Column = int | str
 
 
 class DataError(ValueError):
-    """Data that is missing, unreadable, or not features with class labels."""
+    """Data that is missing, unreadable, or not features with usable targets."""
 
 
 @dataclass
@@ -34,8 +41,10 @@ class DataSource:
     """Every sample in memory: what the data module splits and batches."""
 
     features: np.ndarray  # (N, *input_shape) float32
-    labels: np.ndarray  # (N,) int64 classes 0..C-1
-    class_names: list[str]
+    targets: np.ndarray  # classification: (N,) int64 classes 0..C-1; regression: (N, K) float32
+    names: list[str]  # the class names, or the target names
+    task: TaskName
+    why: str  # how the task was chosen, for the run's first line
     preprocessing: dict[str, Any] = field(default_factory=lambda: {"kind": "features"})
     files: list[str] | None = None  # image folders: the file of each sample
 
@@ -48,21 +57,45 @@ def read_data(
     path: str | Path | None,
     image_size: int | tuple[int, int] | None = None,
     color_mode: ColorMode | None = None,
-    label_column: str | int | None = None,
+    label_column: Column | list[Column] | None = None,
+    ignore_columns: list[Column] | None = None,
+    task: TaskName | None = None,
 ) -> DataSource:
     """The built-in digits (no path), an image folder, or an .npz / .csv file."""
-    if path is None:
+    if path is None or Path(path).is_dir():
+        if task == "regression":
+            raise DataError(f"{path or 'the built-in digits'} holds classes: drop --data.task.")
+        if path is not None:
+            return read_image_folder(Path(path), image_size, color_mode)
         from sklearn.datasets import load_digits
 
         features, labels = load_digits(return_X_y=True)
         # As an image file maps to these values: dark ink on light paper, 0..255 -> 16..0.
         fmt = ImageFormat("L", (8, 8), invert=True, scale=16.0)
-        names = [str(digit) for digit in range(10)]
         images = features.astype(np.float32).reshape(-1, *fmt.shape)
-        return DataSource(images, labels.astype(np.int64), names, fmt.to_dict())
-    if Path(path).is_dir():
-        return read_image_folder(Path(path), image_size, color_mode)
-    return DataSource(*read_data_file(path, label_column))
+        names = [str(digit) for digit in range(10)]
+        why = "the built-in digits"
+        return DataSource(images, labels, names, "classification", why, fmt.to_dict())
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(
+            f"data.path {path} does not exist: give an existing file ({FORMAT_HELP}) or a "
+            "folder of images in class subfolders, or leave data.path unset for the digits."
+        )
+    if path.suffix not in (".npz", ".csv"):
+        raise DataError(f"{path}: unknown data file type; {FORMAT_HELP}.")
+    try:
+        if path.suffix == ".csv":
+            features, targets, names = read_csv(path, label_column, ignore_columns or [])
+        else:
+            with np.load(path, allow_pickle=False) as arrays:  # never unpickle data files
+                features, targets = arrays["features"], arrays["labels"]
+            names = [f"target_{k}" for k in range(targets.shape[1])] if targets.ndim == 2 else []
+    except (OSError, ValueError, KeyError) as error:
+        if isinstance(error, DataError):
+            raise
+        raise DataError(f"cannot read {path} ({error}); {FORMAT_HELP}.") from None
+    return from_arrays(features, targets, names, path, task)
 
 
 def read_image_folder(
@@ -95,86 +128,74 @@ def read_image_folder(
     except ImageError as error:
         raise DataError(f"{error}: replace or remove the file.") from None
     labels = np.asarray([label for label, _ in paths], dtype=np.int64)
-    return DataSource(features, labels, list(files), fmt.to_dict(), [str(f) for _, f in paths])
+    names, found = list(files), [str(file) for _, file in paths]
+    return DataSource(features, labels, names, "classification", "image folders", fmt.to_dict(), found)
 
 
-def read_data_file(
-    path: str | Path, label_column: str | int | None = None
+def read_csv(
+    path: Path, label_column: Column | list[Column] | None, ignore: list[Column]
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Features (N, F) float32, labels (N,) int64 and the class names, from ``path``."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(
-            f"data.path {path} does not exist: give an existing file ({FORMAT_HELP}) or a "
-            "folder of images in class subfolders, or leave data.path unset for the digits."
-        )
-    if path.suffix not in (".npz", ".csv"):
-        raise DataError(f"{path}: unknown data file type; {FORMAT_HELP}.")
-    try:
-        if path.suffix == ".csv":
-            features, labels = read_csv(path, label_column)
-        else:
-            with np.load(path, allow_pickle=False) as arrays:  # never unpickle data files
-                features, labels = arrays["features"], arrays["labels"]
-    except (OSError, ValueError, KeyError) as error:
-        if isinstance(error, DataError):
-            raise
-        raise DataError(f"cannot read {path} ({error}); {FORMAT_HELP}.") from None
-    return check_arrays(features, labels, path)
-
-
-def read_csv(path: Path, label_column: str | int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Features (N, F) float64 and the label column (N,): numbers, or text if any is not.
-    The first row is a header when the label is named, or when a feature cell is no number.
-    (The csv module, not numpy: a cell that is no number is named by its row and column.)"""
+    """Features (N, F) float64, the target columns (N,) or (N, K) as text or numbers, and the
+    target names. The first row is a header when a column is named, or when a feature cell
+    is no number. (The csv module, not numpy: a bad cell is named by its row and column.)"""
     with open(path, newline="", encoding="utf-8-sig") as file:
         rows = [row for row in csv.reader(file) if any(cell.strip() for cell in row)]
     if not rows:
-        raise DataError(f"{path} is empty: expected rows of features and a label.")
-    width = len(rows[0])
-    names = [cell.strip() for cell in rows[0]]
-    if isinstance(label_column, str):
-        if label_column not in names:
-            shown = ", ".join(repr(n) for n in names)
-            raise DataError(
-                f"data.label_column {label_column!r} is not a column of {path}: its header "
-                f"row has {shown}."
-            )
-        label = names.index(label_column)
-    elif label_column is None or -width <= label_column < width:
-        label = (width - 1) if label_column is None else label_column % width
-    else:
-        raise DataError(
-            f"data.label_column {label_column} is out of range: {path} has {width} columns "
-            f"(0 to {width - 1}, or -1 for the last)."
-        )
-    header = isinstance(label_column, str) or not all(
-        is_number(cell) for i, cell in enumerate(rows[0]) if i != label
-    )
-    columns = [n for i, n in enumerate(names if header else map(str, range(width))) if i != label]
+        raise DataError(f"{path} is empty: expected rows of features and a target.")
+    width, names = len(rows[0]), [cell.strip() for cell in rows[0]]
+    given = label_column if isinstance(label_column, list) else [label_column]
+    targets = [column_index(c, names, path) for c in given] if label_column is not None else [-1]
+    targets = [t % width for t in targets]
+    skipped = {column_index(c, names, path) % width for c in ignore} | set(targets)
+    feature_columns = [i for i in range(width) if i not in skipped]
+    named = any(isinstance(c, str) for c in [*given, *ignore])
+    header = named or not all(is_number(rows[0][i]) for i in feature_columns)
     data = rows[1:] if header else rows
-    if width < 2 or not data:
-        raise DataError(
-            f"{path} has {'one column' if width < 2 else 'no data rows'}: {FORMAT_HELP}."
-        )
-    features = np.empty((len(data), width - 1))
+    if not feature_columns or not data:
+        found = "no feature column" if not feature_columns else "no data rows"
+        raise DataError(f"{path} has {found}: {FORMAT_HELP}.")
+    features = np.empty((len(data), len(feature_columns)))
     labels = []
     for number, row in enumerate(data, start=2 if header else 1):
         if len(row) != width:
             raise DataError(f"{path} row {number} has {len(row)} cells, the first row {width}.")
-        cells = [cell for i, cell in enumerate(row) if i != label]
-        for column, cell in zip(columns, cells, strict=True):
-            if not is_number(cell):
+        for i in feature_columns:
+            if not is_number(row[i]):
+                column = names[i] if header else str(i)
                 raise DataError(
-                    f"{path} row {number}, column {column!r}: {cell.strip()!r} is not a number. "
-                    "Features must be numbers; if this is the label column, name it with "
-                    "--data.label_column."
+                    f"{path} row {number}, column {column!r}: {row[i].strip()!r} is not a "
+                    "number. Features must be numbers; name other columns with "
+                    "--data.label_column or --data.ignore_columns."
                 )
-        features[number - (2 if header else 1)] = [float(cell) for cell in cells]
-        labels.append(row[label].strip())
-    if all(map(is_number, labels)):
-        return features, np.array([float(value) for value in labels])
-    return features, np.array(labels)
+        features[number - (2 if header else 1)] = [float(row[i]) for i in feature_columns]
+        labels.append([row[t].strip() for t in targets])
+    target_names = [names[t] if header else f"column_{t}" for t in targets]
+    cells = np.array(labels)  # (N, K) text
+    numeric = np.vectorize(is_number, otypes=[bool])(cells)
+    if numeric.mean() > 0.5 and not numeric.all():  # a number column with a cell that is not
+        row, column = np.argwhere(~numeric)[0]
+        raise DataError(
+            f"{path} row {row + (2 if header else 1)}, target column {target_names[column]!r}: "
+            f"{labels[row][column]!r} is not a number, unlike the rest of the column: fix the "
+            "cell (an empty cell, or text), or name the target with --data.label_column."
+        )
+    values = cells.astype(np.float64) if numeric.all() else cells
+    return features, values[:, 0] if len(targets) == 1 else values, target_names
+
+
+def column_index(column: Column, names: list[str], path: Path) -> int:
+    """A column given by header name or 0-based index (negative counts from the end)."""
+    if isinstance(column, str):
+        if column not in names:
+            shown = ", ".join(repr(n) for n in names)
+            raise DataError(f"column {column!r} is not a column of {path}: its header has {shown}.")
+        return names.index(column)
+    if not -len(names) <= column < len(names):
+        raise DataError(
+            f"column {column} is out of range: {path} has {len(names)} columns (0 to "
+            f"{len(names) - 1}, or -1 for the last)."
+        )
+    return column
 
 
 def is_number(cell: str) -> bool:
@@ -185,15 +206,14 @@ def is_number(cell: str) -> bool:
     return True
 
 
-def check_arrays(
-    features: np.ndarray, labels: np.ndarray, source: str | Path
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Shapes, finite numbers, and labels that are classes 0..C-1 (each present) or names;
-    returns features float32, labels int64 and the class names."""
-    if features.ndim != 2 or labels.ndim != 1 or len(features) != len(labels):
+def from_arrays(
+    features: np.ndarray, targets: np.ndarray, names: list[str], source: Path, task: TaskName | None
+) -> DataSource:
+    """Checked features (float32), the task and its targets."""
+    if features.ndim != 2 or targets.ndim not in (1, 2) or len(features) != len(targets):
         raise DataError(
-            f"{source}: features must be (N, F) and labels (N,), got {features.shape} and "
-            f"{labels.shape}."
+            f"{source}: features must be (N, F) and labels (N,) or (N, K), got "
+            f"{features.shape} and {targets.shape}."
         )
     if not np.issubdtype(features.dtype, np.number):
         raise DataError(f"{source}: features must be finite numbers (found text).")
@@ -204,14 +224,72 @@ def check_arrays(
             f"{source}: features must be finite numbers (found NaN, inf, or a value beyond "
             "float32's range of 3.4e38)."
         )
+    text = targets.dtype.kind in "US"
+    if targets.ndim == 2 and targets.shape[1] == 1:
+        targets = targets[:, 0]  # one column, (N, 1): read as (N,)
+    if task is None:
+        task, why = guess_task(targets)
+    else:
+        why = "--data.task"
+    if task == "classification":
+        labels, class_names = class_labels(targets, source)
+        return DataSource(features, labels, class_names, task, why)
+    if text or not np.issubdtype(targets.dtype, np.number):
+        raise DataError(f"{source}: regression targets must be numbers (found text).")
+    values = targets.reshape(len(targets), -1).astype(np.float64)
+    if not names:
+        names = ["target"] if values.shape[1] == 1 else [f"target_{k}" for k in range(len(values.T))]
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = values.std(axis=0)
+        wide = ~np.isfinite(values.astype(np.float32)).all(axis=0) | ~np.isfinite(spread * spread)
+    for column, name in enumerate(names):
+        rows = np.flatnonzero(~np.isfinite(values[:, column]))
+        if len(rows):
+            raise DataError(
+                f"{source}: target {name!r} of sample {rows[0]} is {values[rows[0], column]} "
+                f"({len(rows)} such samples): regression targets must be finite numbers."
+            )
+        if wide[column] or spread[column] == 0:
+            what = "constant" if spread[column] == 0 else "beyond float32's range once squared"
+            raise DataError(
+                f"{source}: target {name!r} is {what}: nothing a network can learn to predict."
+            )
+    return DataSource(features, values.astype(np.float32), names, task, why)
+
+
+def guess_task(targets: np.ndarray) -> tuple[TaskName, str]:
+    """The task the targets say, and why."""
+    if targets.dtype.kind in "US":
+        return "classification", "the targets are text"
+    if targets.ndim == 2:
+        return "regression", f"{targets.shape[1]} target columns"
+    if not np.issubdtype(targets.dtype, np.number) or not np.isfinite(targets).all():
+        return "regression", "the targets are not all whole numbers"
+    if (targets != np.round(targets)).any():
+        return "regression", "the targets have fractional values"
+    distinct = len(np.unique(targets))
+    if distinct > MAX_CLASSES:
+        return "regression", f"{distinct} distinct whole-number targets, over {MAX_CLASSES}"
+    return "classification", f"{distinct} distinct whole-number targets, at most {MAX_CLASSES}"
+
+
+def class_labels(labels: np.ndarray, source: Path) -> tuple[np.ndarray, list[str]]:
+    """Labels int64 0..C-1 and the class names, from classes 0..C-1 or names."""
+    if labels.ndim != 1:
+        raise DataError(
+            f"{source}: classification takes one label column, got {labels.shape[1]}: "
+            "multi-label classification is not supported (README: Bring your own data)."
+        )
     if labels.dtype.kind in "US":  # class names, sorted: the numbering ignores the row order
         class_names = sorted({str(label) for label in labels})
-        encoded = np.searchsorted(class_names, labels.astype(str))
-        return features, encoded.astype(np.int64), class_names
+        return np.searchsorted(class_names, labels.astype(str)).astype(np.int64), class_names
     if not np.issubdtype(labels.dtype, np.number) or not np.isfinite(labels).all():
         raise DataError(f"{source}: labels must be class numbers or names (found NaN or inf).")
     if (labels != np.round(labels)).any():
-        raise DataError(f"{source}: labels must be integer class indices, e.g. 0, 1, 2.")
+        raise DataError(
+            f"{source}: class labels must be whole numbers, e.g. 0, 1, 2 (for numbers to "
+            "predict: --data.task regression)."
+        )
     classes = np.unique(labels)  # as given: no cast yet, 1e300 must not wrap around
     if len(classes) < 2:
         raise DataError(f"{source}: labels must be classes 0..C-1 with at least 2 classes.")
@@ -222,6 +300,6 @@ def check_arrays(
             f"{source}: labels must be the classes 0..C-1, each present; found "
             f"{len(classes)} classes from {classes[0]:g} to {classes[-1]:g}"
             f"{f' (missing {missing})' if missing and classes[0] >= 0 else ''}: renumber them "
-            "from 0, or give the labels as class names."
+            "from 0, give them as class names, or --data.task regression."
         )
-    return features, labels.astype(np.int64), [str(c) for c in classes.astype(np.int64)]
+    return labels.astype(np.int64), [str(c) for c in classes.astype(np.int64)]

@@ -7,6 +7,16 @@ import numpy as np
 from .sources import DataError
 
 
+def strata(targets: np.ndarray) -> np.ndarray:
+    """What a split keeps in proportion: the classes, or for regression targets (N, K) the
+    first target's quantile bins (10, or fewer for small data: about 30 samples each)."""
+    if targets.ndim == 1:
+        return targets
+    bins = max(1, min(10, len(targets) // 30))
+    edges = np.quantile(targets[:, 0], np.linspace(0, 1, bins + 1)[1:-1])
+    return np.unique(np.digitize(targets[:, 0], edges), return_inverse=True)[1]
+
+
 def split_indices(
     labels: np.ndarray,
     val_fraction: float,

@@ -187,17 +187,21 @@ def onnx_predictor(path: Path, threads: int | None) -> Predictor:
 def write_metadata(
     out_dir: Path,
     input_shape: Sequence[int],
-    class_names: Sequence[str],
+    names: Sequence[str],
     preprocessing: dict[str, Any],
     files: dict[str, str],
     data: dict[str, Any] | None = None,
+    task: str = "classification",
+    target: dict[str, Any] | None = None,
 ) -> Path:
-    """metadata.json: what a caller feeds the exported files, and the run's data settings
-    (evaluate.py scores an export on its run's test split)."""
+    """metadata.json: what a caller feeds the exported files and gets back (the class names,
+    or the target names and how the model undoes their standardisation), and the run's data
+    settings (evaluate.py scores an export on its run's test split)."""
     metadata = {
-        "task": "classification",
+        "task": task,
         "input_shape": list(input_shape),
-        "class_names": list(class_names),
+        "output_names": list(names),
+        **({"class_names": list(names)} if task == "classification" else {"target": target}),
         "preprocessing": preprocessing,
         "files": files,
         "torch": torch.__version__,

@@ -23,8 +23,9 @@ class ModelInputs:
     """What the exported model takes, from its metadata.json (when there is one)."""
 
     input_shape: tuple[int, ...] | None = None
-    class_names: list[str] | None = None
+    output_names: list[str] | None = None  # the class names, or the target names
     image: ImageFormat | None = None
+    task: str = "classification"
 
     @classmethod
     def beside(cls, model_path: Path) -> ModelInputs:
@@ -35,7 +36,9 @@ class ModelInputs:
         image = (
             ImageFormat.from_dict(preprocessing) if preprocessing.get("kind") == "image" else None
         )
-        return cls(tuple(metadata["input_shape"]), list(metadata["class_names"]), image)
+        names = metadata.get("output_names", metadata.get("class_names"))
+        shape = tuple(metadata["input_shape"])
+        return cls(shape, list(names), image, metadata.get("task", "classification"))
 
     def shape_rows(self, array: np.ndarray, source: Path | str) -> np.ndarray:
         """(N, *input_shape) from N flat rows or N samples of any layout with the same size."""

@@ -1,6 +1,6 @@
 """Export a checkpoint and prove that every file, read back from disk, matches the trained
-model on the test split: fp32 formats within FP32_TOLERANCE (torch.testing.assert_close),
-int8 within the task's accuracy bound. export_report.md and summary.json get, per format:
+model on the test split: fp32 formats within the task's tolerance (torch.testing.assert_close),
+int8 within the task's bound. export_report.md and summary.json get, per format:
 size, latency at batch 1 and 256 (median, one thread, torch.utils.benchmark), accuracy and
 the largest difference from the model.
 
@@ -23,11 +23,10 @@ import torch
 from torch import nn
 from torch.utils.benchmark import Timer
 
-from ..tasks.classification import Classification, accuracy
+from ..tasks import Task
 from ..training.checkpoints import CheckpointError, read_checkpoint
 from . import formats as export_formats
 
-FP32_TOLERANCE = 1e-4  # max |output difference| of an fp32 format
 LATENCY_BATCHES = (1, 256)
 LATENCY_MIN_SECONDS = 0.05  # per format and batch size: timed calls until this much is spent
 
@@ -42,22 +41,27 @@ class FormatReport:
     path: str | None  # None for the model itself (eager)
     size_bytes: int | None
     latency_ms: dict[str, float]  # {"batch_1": ..., "batch_256": ...}
-    accuracy: float
+    score: dict[str, float]  # the task's measure on the test split: accuracy, or RMSE
     max_abs_diff: float  # largest |output - the model's output| over the test split
 
 
-def load_model(checkpoint_path: str | Path) -> nn.Module:
-    """The exportable model of a training checkpoint, read weights-only, in eval mode."""
+def load_module(checkpoint_path: str | Path) -> Any:
+    """The LitModel of a training checkpoint, read weights-only, in eval mode."""
     from ..module import LitModel
 
     read_checkpoint(checkpoint_path)  # clear errors for missing, corrupt or pickled files
     module = LitModel.load_from_checkpoint(checkpoint_path, map_location="cpu", weights_only=True)
-    return module.model.eval()
+    return module.eval()
+
+
+def load_model(checkpoint_path: str | Path) -> nn.Module:
+    """The exportable model of a training checkpoint (InferenceModel), in eval mode."""
+    return load_module(checkpoint_path).model
 
 
 def export_model(
     model: nn.Module,
-    task: Classification,
+    task: Task,
     features: torch.Tensor,
     labels: torch.Tensor,
     out_dir: Path,
@@ -65,7 +69,7 @@ def export_model(
 ) -> dict[str, FormatReport]:
     """Write each format to ``out_dir``, read it back, verify it and time it against eager."""
     model = model.cpu().eval()
-    reports = {"eager": measure("eager", None, model, features, labels, None)}
+    reports = {"eager": measure("eager", None, model, task, features, labels, None)}
     with torch.inference_mode():
         eager = model(features)
     for fmt in formats:
@@ -77,13 +81,11 @@ def export_model(
         problem = check(fmt, task, eager, outputs, labels)
         if problem:
             raise ExportVerificationError(f"{fmt} export {path} {problem}")
-        reports[fmt] = measure(fmt, path, predict, features, labels, eager)
+        reports[fmt] = measure(fmt, path, predict, task, features, labels, eager)
     return reports
 
 
-def check(
-    fmt: str, task: Classification, eager: torch.Tensor, outputs: torch.Tensor, y: torch.Tensor
-) -> str:
+def check(fmt: str, task: Task, eager: torch.Tensor, outputs: torch.Tensor, y: torch.Tensor) -> str:
     """What is wrong with an export's outputs ('' if nothing)."""
     if outputs.shape != eager.shape:
         return (
@@ -92,8 +94,9 @@ def check(
         )
     if not export_formats.FORMATS[fmt].exact:
         return task.export_error(eager, outputs, y)
+    rtol, atol = task.tolerance()
     try:
-        torch.testing.assert_close(outputs.float(), eager.float(), rtol=0, atol=FP32_TOLERANCE)
+        torch.testing.assert_close(outputs.float(), eager.float(), rtol=rtol, atol=atol)
     except AssertionError as error:
         return (
             f"differs from the model in its outputs ({' '.join(str(error).split())}): the file "
@@ -106,6 +109,7 @@ def measure(
     fmt: str,
     path: Path | None,
     predict: export_formats.Predictor,
+    task: Task,
     features: torch.Tensor,
     labels: torch.Tensor,
     eager: torch.Tensor | None,
@@ -126,7 +130,7 @@ def measure(
         path=str(path) if path else None,
         size_bytes=path.stat().st_size if path else None,
         latency_ms=latency,
-        accuracy=round(accuracy(outputs, labels), 6),
+        score=task.score(outputs, labels),
         max_abs_diff=difference,
     )
 
@@ -134,15 +138,16 @@ def measure(
 def write_report(reports: dict[str, FormatReport], checkpoint: str | Path, path: Path) -> Path:
     """export_report.md: one row per format, speed-ups against the eager model."""
     eager = reports["eager"].latency_ms["batch_256"]
+    (measure,) = reports["eager"].score
     lines = [
         "# Export report",
         "",
         f"Checkpoint: `{Path(checkpoint).resolve()}`  ",
-        f"torch {torch.__version__}; latency: median of timed calls on one thread; accuracy "
+        f"torch {torch.__version__}; latency: median of timed calls on one thread; {measure} "
         "and max |output difference| against the model on the test split.",
         "",
         "| format | file | size (KiB) | batch 1 (ms) | batch 256 (ms) | speed-up at 256 "
-        "| test accuracy | max abs diff |",
+        f"| test {measure} | max abs diff |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in reports.values():
@@ -151,7 +156,7 @@ def write_report(reports: dict[str, FormatReport], checkpoint: str | Path, path:
             f"| {r.format} | {Path(r.path).name if r.path else '(in memory)'} "
             f"| {f'{r.size_bytes / 1024:.0f}' if r.size_bytes else '-'} "
             f"| {ms['batch_1']:.3f} | {ms['batch_256']:.3f} | {eager / ms['batch_256']:.2f}x "
-            f"| {r.accuracy:.4f} | {r.max_abs_diff:.2g} |"
+            f"| {r.score[measure]:.4g} | {r.max_abs_diff:.2g} |"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -163,30 +168,40 @@ def export_checkpoint(
     out_dir: Path,
     formats: Sequence[str] | None = None,
     datamodule: Any = None,
-    model: nn.Module | None = None,
+    module: Any = None,
 ) -> dict[str, Any]:
     """Export, verify and report one checkpoint; the result goes into summary.json.
-    ``datamodule``, ``model``: the run's, where the caller has them; else read again."""
+    ``datamodule``, ``module``: the run's, where the caller has them; else read again."""
     from ..data.datamodule import DataModule
 
     formats = export_formats.DEFAULT_FORMATS if formats is None else list(formats)
     export_formats.check_formats(formats)
-    model = model if model is not None else load_model(checkpoint)  # refuses bad files clearly
+    module = module if module is not None else load_module(checkpoint)  # refuses bad files
     if datamodule is None:
         datamodule = DataModule.load_from_checkpoint(checkpoint, weights_only=True)
     features, labels = map(torch.from_numpy, datamodule.split_arrays("test"))
-    task = Classification(datamodule.num_classes, datamodule.class_names)
+    task, model = module.task, module.model
     reports = export_model(model, task, features, labels, out_dir, formats)
     report = write_report(reports, checkpoint, out_dir / "export_report.md")
+    layer = model.output
+    target = None
+    if datamodule.task == "regression":
+        stats = {"mean": layer.mean.tolist(), "std": layer.std.tolist()}
+        target = {"transform": datamodule.target_transform, "standardised_by": stats}
     metadata = export_formats.write_metadata(
         out_dir,
         datamodule.input_shape,
-        datamodule.class_names,
+        datamodule.output_names,
         datamodule.preprocessing,
         {fmt: export_formats.FORMATS[fmt].file_name for fmt in formats},
         {k: v for k, v in datamodule.hparams.items() if not k.startswith("_")},
+        datamodule.task,
+        target,
     )
-    formats_report = {k: asdict(v) for k, v in reports.items()}
+    # Flat per format: the task's score (accuracy, or rmse) beside the other figures.
+    formats_report = {k: {**asdict(v), **v.score} for k, v in reports.items()}
+    for figures in formats_report.values():
+        del figures["score"]
     return {"report": str(report), "metadata": str(metadata), "formats": formats_report}
 
 

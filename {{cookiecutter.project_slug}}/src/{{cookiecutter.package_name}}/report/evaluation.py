@@ -17,7 +17,7 @@ import torch
 
 from ..data.sources import DataError
 from ..export import formats as export_formats
-from ..tasks.classification import Classification
+from ..tasks import Task, make_task
 from ..training.checkpoints import CheckpointError, read_checkpoint
 
 SPLITS = ("test", "val", "train", "all")
@@ -35,7 +35,8 @@ class Evaluated:
     kind: str  # "checkpoint", or the export format
     predict: Callable[[torch.Tensor], torch.Tensor]  # raw inputs (B, *shape) -> outputs
     input_shape: tuple[int, ...]
-    task: Classification
+    task: Task
+    names: list[str]  # the class or target names
     data: dict[str, Any] | None  # its run's data settings (None: not known)
 
 
@@ -43,15 +44,13 @@ def load_evaluated(path: Path) -> Evaluated:
     """A .ckpt training checkpoint, or an export with the metadata.json beside it."""
     try:
         if path.suffix == ".ckpt":
-            from ..export.verify import load_model
+            from ..export.verify import load_module
 
-            checkpoint = read_checkpoint(path)
-            model, hparams = load_model(path), checkpoint.get("hyper_parameters", {})
-            names = hparams.get("class_names") or list(map(str, range(hparams["num_classes"])))
-            data = checkpoint.get("datamodule_hyper_parameters")
-            task = Classification(len(names), list(names))
-            shape = tuple(hparams["input_shape"])
-            return Evaluated(path, "checkpoint", model, shape, task, dict(data or {}) or None)
+            data = read_checkpoint(path).get("datamodule_hyper_parameters")
+            module = load_module(path)
+            shape, task = tuple(module.hparams["input_shape"]), module.task
+            model, names = module.model, task.names
+            return Evaluated(path, "checkpoint", model, shape, task, names, dict(data or {}) or None)
         predict = export_formats.load(path)
         metadata = export_formats.read_metadata(path)
         kind = export_formats.format_of(path).name
@@ -62,9 +61,10 @@ def load_evaluated(path: Path) -> Evaluated:
             f"no {export_formats.METADATA_FILE} beside {path}: it says what the model takes; "
             "evaluate the checkpoint instead, or export it again."
         )
-    names = list(metadata["class_names"])
-    task = Classification(len(names), names)
-    return Evaluated(path, kind, predict, tuple(metadata["input_shape"]), task, metadata["data"])
+    names = list(metadata.get("output_names", metadata.get("class_names")))
+    task = make_task(metadata.get("task", "classification"), names)
+    shape = tuple(metadata["input_shape"])
+    return Evaluated(path, kind, predict, shape, task, names, metadata["data"])
 
 
 def evaluation_data(
@@ -96,11 +96,16 @@ def evaluation_data(
             f"{evaluated.path.name} takes samples of shape {evaluated.input_shape}, {name} has "
             f"samples of shape {data.input_shape}: evaluate it on data like its training data."
         )
-    if data.class_names != evaluated.task.class_names:
-        expected, found = evaluated.task.class_names, data.class_names
+    if data.task != evaluated.task.kind:
         raise EvaluationError(
-            f"{evaluated.path.name} predicts {len(expected)} classes ({shown(expected)}), "
-            f"{name} has {len(found)} ({shown(found)}): the classes must be the same, in the "
+            f"{evaluated.path.name} is a {evaluated.task.kind}, {name} holds a {data.task}'s "
+            "targets: evaluate it on data like its training data."
+        )
+    if data.output_names != evaluated.names:
+        expected, found, noun = evaluated.names, data.output_names, evaluated.task.noun
+        raise EvaluationError(
+            f"{evaluated.path.name} predicts {len(expected)} {noun} ({shown(expected)}), "
+            f"{name} has {len(found)} ({shown(found)}): the {noun} must be the same, in the "
             "same order."
         )
     if split == "all":
@@ -125,10 +130,10 @@ def evaluate(
             [evaluated.predict(x[i : i + 512]).float() for i in range(0, len(x), 512)]
         )
     metrics = evaluated.task.evaluate(outputs, y)
-    if not math.isfinite(metrics["loss"]):
+    if not all(map(math.isfinite, (float(outputs.abs().max()), metrics.get("loss", 0.0)))):
         raise EvaluationError(f"{evaluated.path} gives non-finite outputs on this data.")
     out_dir.mkdir(parents=True, exist_ok=True)
     report = {"model": str(evaluated.path), "kind": evaluated.kind, "data": about, **metrics}
     (out_dir / "metrics.json").write_text(json.dumps(report, indent=2) + "\n")
-    evaluated.task.plot_test(outputs, y, out_dir / "confusion_matrix.png")
+    evaluated.task.plot_test(outputs, y, out_dir / f"{evaluated.task.plot_name}.png")
     return metrics

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..export.verify import export_checkpoint, load_model
+from ..export.verify import export_checkpoint, load_module
 from ..training.checkpoints import run_dir
 from ..training.loggers import end_logger_run, how_to_view_logs, log_dir
 from .plots import MetricHistory, write_curves
@@ -25,25 +25,27 @@ PREDICT_PREFERENCE = ("torch.export", "torchscript", "onnx", "int8")
 
 def finish(cli: Any, tested: Mapping[str, float], start: float) -> Path:
     """Plots, the export of the best checkpoint (verified), baselines and summary.json."""
-    trainer, data, task = cli.trainer, cli.datamodule, cli.model.task
+    trainer, data = cli.trainer, cli.datamodule
     folder = run_dir(trainer)
     best = trainer.checkpoint_callback.best_model_path
-    model = load_model(best) if best else cli.model.model.cpu().eval()
+    module = load_module(best) if best else cli.model.cpu().eval()
+    task = module.task
     test_x, test_y = map(torch.from_numpy, data.split_arrays("test"))
     with torch.inference_mode():
-        outputs = model(test_x)  # the tested model on the test split, for the plots
+        outputs = module.model(test_x)  # the tested model on the test split
     history = next((c.history for c in trainer.callbacks if isinstance(c, MetricHistory)), [])
     plots = {
         "curves": write_curves(history, folder / "curves.png"),
-        "confusion_matrix": task.plot_test(outputs, test_y, folder / "confusion_matrix.png"),
+        task.plot_name: task.plot_test(outputs, test_y, folder / f"{task.plot_name}.png"),
     }
     formats = cli.config.export.formats  # None: the default formats
     exported = None
     if best and formats != []:
-        exported = export_checkpoint(best, folder / "export", formats, data, model)
+        exported = export_checkpoint(best, folder / "export", formats, data, module)
     summary = build_summary(cli, start, "completed", metrics=dict(tested), exported=exported)
     summary["paths"]["plots"] = {name: str(path) for name, path in plots.items() if path}
-    summary["baselines"] = task.baselines(data.split_arrays("train"), data.split_arrays("test"))
+    train = data.split_arrays("train")
+    summary["baselines"] = task.baselines(train, data.split_arrays("test"), outputs)
     path = write_summary(summary, folder)
     print("\n".join(format_summary(summary, task)))
     print(f"summary: {path}")
@@ -105,7 +107,9 @@ def build_summary(
             "plots": {},
         },
         "view_logs": how_to_view_logs(trainer),
-        "class_names": data.class_names,
+        "task": data.task,
+        "output_names": data.output_names,
+        **({"class_names": data.output_names} if data.task == "classification" else {}),
         "predict_inputs": predict_inputs(data),
         "export": exported["formats"] if exported else {},
     }
@@ -147,7 +151,8 @@ def predict_inputs(data: Any) -> str:
     must hold."""
     shape = ", ".join(map(str, data.input_shape))
     if data.preprocessing.get("kind") != "image":
-        return f"INPUTS  (.npy or .csv, rows of {shape} numbers without the label)"
+        target = "label" if data.task == "classification" else "target"
+        return f"INPUTS  (.npy or .csv, rows of {shape} numbers without the {target})"
     if data.example_file():
         return f"{data.example_file()}  (any image files, or folders of them)"
     ink = ", dark ink on light" if data.preprocessing.get("invert") else ""

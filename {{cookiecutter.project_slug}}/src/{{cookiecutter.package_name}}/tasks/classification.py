@@ -48,8 +48,30 @@ class Classification:
 
     num_classes: int
     class_names: list[str]
+    label_smoothing: float = 0.0  # in the training loss only
+    class_prior_bias: bool = True
+    kind = "classification"
+    noun = "classes"
+    headline = ("acc", "maximize")  # the metric a sweep compares trials on by default
+    plot_name = "confusion_matrix"
 
-    def loss(self, logits: torch.Tensor, y: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
+    @property
+    def names(self) -> list[str]:
+        return self.class_names
+
+    def output_layer(self) -> nn.Module:
+        return ClassPriorBias(self.num_classes)
+
+    def fit_output(self, layer: ClassPriorBias, train_targets: torch.Tensor) -> None:
+        """Training-split class frequencies as the logits' starting point."""
+        if self.class_prior_bias:
+            counts = torch.bincount(train_targets, minlength=self.num_classes).double()
+            layer.set_priors((counts / counts.sum()).float())
+
+    def loss(
+        self, raw: torch.Tensor, logits: torch.Tensor, y: torch.Tensor, training: bool
+    ) -> torch.Tensor:
+        smoothing = self.label_smoothing if training else 0.0
         return F.cross_entropy(logits, y, label_smoothing=smoothing)
 
     def metrics(self) -> dict[str, Any]:
@@ -58,8 +80,12 @@ class Classification:
 
         return {"acc": MulticlassAccuracy(self.num_classes, average="micro")}
 
+    def update(self, metrics: dict[str, Any], logits: torch.Tensor, y: torch.Tensor) -> None:
+        for metric in metrics.values():
+            metric.update(logits, y)
+
     @staticmethod
-    def check_batch(x: torch.Tensor, y: torch.Tensor) -> None:
+    def check_batch(x: torch.Tensor, logits: torch.Tensor, y: torch.Tensor) -> None:
         """Fail on the first batch, with the fix, instead of training on broadcast shapes."""
         if not x.is_floating_point():
             raise TypeError(f"inputs must be floating point, got {x.dtype}: use x.float().")
@@ -73,6 +99,14 @@ class Classification:
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.float().softmax(dim=-1)
+
+    def tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) of an fp32 export's logits against the model's."""
+        return 0.0, 1e-4
+
+    def score(self, logits: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """The export report's measure of an export on the test split."""
+        return {"accuracy": round(accuracy(logits, y), 6)}
 
     def evaluate(self, logits: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
         """Accuracy, loss and each class's precision, recall, F1 and support (evaluate.py)."""
@@ -96,7 +130,7 @@ class Classification:
         }
         return {
             "accuracy": float((predicted == y).float().mean()),
-            "loss": float(self.loss(logits.float(), y)),
+            "loss": float(F.cross_entropy(logits.float(), y)),
             "samples": len(y),
             "per_class": per_class,
         }
@@ -144,7 +178,10 @@ class Classification:
         return path
 
     def baselines(
-        self, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray]
+        self,
+        train: tuple[np.ndarray, np.ndarray],
+        test: tuple[np.ndarray, np.ndarray],
+        outputs: torch.Tensor | None = None,
     ) -> dict[str, Any]:
         """Test accuracies of the majority class and a logistic regression, both fit on the
         training split: what a network has to beat to be worth its training."""

@@ -46,8 +46,10 @@ AT_LEAST_ONE = ("max_epochs", "accumulate_grad_batches", "log_every_n_steps")
 # What the network and the module learn from the data (the user never types them).
 LINKED_FROM_DATA = {
     "input_shape": ("model.input_shape", "model.net.init_args.input_shape"),
-    "num_classes": ("model.num_classes", "model.net.init_args.num_classes"),
-    "class_names": ("model.class_names",),
+    "num_outputs": ("model.num_outputs", "model.net.init_args.num_outputs"),
+    "output_names": ("model.output_names",),
+    "task": ("model.task_kind",),
+    "target_transform": ("model.target_transform",),
 }
 
 
@@ -144,7 +146,7 @@ class ProjectCLI(LightningCLI):
                 c for c in trainer.callbacks if not isinstance(c, LearningRateMonitor)
             ]
         data = self.datamodule
-        check_network_output(self.model.model.net, data.input_shape, data.num_classes)
+        check_network_output(self.model.model.net, data.input_shape, data.num_outputs)
         if self.config.ckpt_path is not None:
             check_same_model(self.config.ckpt_path, self.model)
         if self.continue_logger_run is not None:
