@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> None:
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    noun = "classes" if model.inputs.task == "classification" else "targets"
     print(
         f"serving {model.path} ({model.format}, inputs of shape {model.input_shape}, "
-        f"{len(model.class_names)} classes) on http://{args.host}:{args.port}",
+        f"{len(model.output_names)} {noun}) on http://{args.host}:{args.port}",
         flush=True,
     )
     os.environ[SETTINGS_VARIABLE] = json.dumps(settings)  # read by each of --workers > 1

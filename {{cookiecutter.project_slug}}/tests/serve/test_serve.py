@@ -27,7 +27,7 @@ import predict
 import serve
 from {{ cookiecutter.package_name }}.data.images import ImageFormat
 from {{ cookiecutter.package_name }}.export import formats
-from {{ cookiecutter.package_name }}.networks import ConvClassifier, MLPClassifier
+from {{ cookiecutter.package_name }}.networks import CNN, MLP
 from {{ cookiecutter.package_name }}.runtime import available_cores
 from {{ cookiecutter.package_name }}.serve.model import ServedModel
 
@@ -49,11 +49,18 @@ class Server:
     process: subprocess.Popen
 
 
-def export(net: torch.nn.Module, shape: tuple[int, ...], names: list[str], kind: dict, out: Path):
+def export(
+    net: torch.nn.Module,
+    shape: tuple[int, ...],
+    names: list[str],
+    kind: dict,
+    out: Path,
+    task: str = "classification",
+) -> Path:
     """A shipped network exported (torch.export) with its metadata.json, as train.py does."""
     torch.manual_seed(0)
     path = formats.save(net.eval(), "torch.export", torch.zeros(2, *shape), out / "model.pt2")
-    formats.write_metadata(out, shape, names, kind, {"torch.export": path.name})
+    formats.write_metadata(out, shape, names, kind, {"torch.export": path.name}, task=task)
     return path
 
 
@@ -149,18 +156,26 @@ def servers(trained_run: Run, tmp_path_factory: pytest.TempPathFactory) -> Itera
     models = {
         "digits": Path(trained_run.summary["export"]["torch.export"]["path"]),
         "rows": export(
-            MLPClassifier((5,), 3, hidden_sizes=(16,)),
+            MLP((5,), 3, hidden_sizes=(16,)),
             (5,),
             ROWS_CLASSES,
             {"kind": "features"},
             out / "rows",
         ),
         "image": export(
-            ConvClassifier(IMAGE.shape, 3, channels=(4, 8), pool_size=2),
+            CNN(IMAGE.shape, 3, channels=(4, 8), pool_size=2),
             IMAGE.shape,
             ["red", "green", "blue"],
             IMAGE.to_dict(),
             out / "image",
+        ),
+        "regression": export(
+            MLP((5,), 2, hidden_sizes=(16,)),
+            (5,),
+            ["price", "count"],
+            {"kind": "features"},
+            out / "regression",
+            task="regression",
         ),
     }
     limits = ("--max-batch", str(MAX_BATCH), "--max-body-mb", str(MAX_BODY_MB))
@@ -179,7 +194,7 @@ def servers(trained_run: Run, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def probabilities_by_predict_py(model: Path, inputs: Path) -> list[dict[str, float]]:
-    names = json.loads((model.parent / "metadata.json").read_text())["class_names"]
+    names = json.loads((model.parent / "metadata.json").read_text())["output_names"]
     predictions = predict.predict(model, [inputs], top=len(names))
     return [dict(zip(p.classes, p.probabilities, strict=True)) for p in predictions]
 
@@ -298,7 +313,7 @@ def test_health_and_metadata_answer(servers: dict) -> None:
         assert metadata["format"] == "torch.export"
         assert metadata["limits"]["max_batch"] == MAX_BATCH
         assert {"torch", "fastapi", "uvicorn", "python"} <= metadata["versions"].keys()
-        assert ("image/*" in metadata["accepts"]) == (name != "rows")
+        assert ("image/*" in metadata["accepts"]) == (name in ("digits", "image"))
         # the cores are split between the worker processes, not oversubscribed
         workers = 2 if name == "digits" else 1
         assert metadata["threads"] == max(1, available_cores() // workers)
@@ -397,7 +412,7 @@ def test_a_model_of_another_shape_is_refused_before_listening(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """metadata.json says 7 features; the model takes 5."""
-    export(MLPClassifier((5,), 3), (5,), ROWS_CLASSES, {"kind": "features"}, tmp_path)
+    export(MLP((5,), 3), (5,), ROWS_CLASSES, {"kind": "features"}, tmp_path)
     formats.write_metadata(tmp_path, (7,), ROWS_CLASSES, {"kind": "features"}, {})
     with pytest.raises(SystemExit) as exit:
         serve.main([str(tmp_path / "model.pt2"), "--port", str(free_port())])
@@ -440,3 +455,16 @@ def test_sigterm_stops_after_the_request_in_flight(servers: dict) -> None:
     assert math.isclose(sum(payload["predictions"][0]["probabilities"].values()), 1, rel_tol=1e-5)
     assert_clean_exit(server)
     assert not up(server)
+
+
+def test_a_regression_is_answered_with_predict_pys_values(servers: dict, tmp_path: Path) -> None:
+    server = servers["regression"]
+    inputs = tmp_path / "rows.npy"
+    np.save(inputs, rows(4))
+    status, answer = post_json(server, {"inputs": rows(4).tolist()})
+    assert status == 200, answer
+    expected = [p.values for p in predict.predict(server.model, [inputs])]
+    for served, reference in zip(answer["predictions"], expected, strict=True):
+        assert reference is not None and served["values"] == pytest.approx(reference, abs=1e-5)
+    metadata = call(server, "GET", "/metadata")[1]
+    assert (metadata["task"], metadata["targets"]) == ("regression", ["price", "count"])

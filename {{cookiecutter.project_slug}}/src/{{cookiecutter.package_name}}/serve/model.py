@@ -65,7 +65,7 @@ class ServedModel:
         self.metadata = metadata
         self.inputs = ModelInputs.beside(self.path)
         self.input_shape: tuple[int, ...] = self.inputs.input_shape or ()
-        self.class_names: list[str] = self.inputs.class_names or []
+        self.output_names: list[str] = self.inputs.output_names or []
         if threads:  # torch's count is per process; load() sets onnxruntime's
             torch.set_num_threads(threads)  # --workers share the cores, not oversubscribe
         self.predictor = load(self.path, threads)
@@ -87,7 +87,8 @@ class ServedModel:
             "model": str(self.path.resolve()),
             "format": self.format,
             "input_shape": list(self.input_shape),
-            "classes": self.class_names,
+            "task": self.inputs.task,
+            "classes" if self.inputs.task == "classification" else "targets": self.output_names,
             "preprocessing": self.metadata.get("preprocessing", {}),
             "accepts": ["application/json"] + (["image/*"] if self.inputs.image else []),
             "limits": asdict(self.limits),
@@ -143,13 +144,16 @@ class ServedModel:
             raise RequestError(str(error)) from None
 
     def predict(self, samples: np.ndarray) -> dict[str, Any]:
-        """The most probable class and every class's probability, per sample (predict.py's
-        softmax of the export's logits)."""
+        """Per sample, predict.py's numbers: the most probable class and every class's
+        probability, or each regression target's value (in its units)."""
         with torch.inference_mode():
-            probabilities = self.predictor(torch.from_numpy(samples)).softmax(dim=-1)
+            outputs = self.predictor(torch.from_numpy(samples)).float()
+        if self.inputs.task == "regression":
+            names = self.output_names
+            return {"predictions": [{"values": dict(zip(names, r, strict=True))} for r in outputs.tolist()]}
         predictions = []
-        for row in probabilities.tolist():
-            probs = dict(zip(self.class_names, row, strict=True))
+        for row in outputs.softmax(dim=-1).tolist():
+            probs = dict(zip(self.output_names, row, strict=True))
             best = max(probs, key=probs.__getitem__)
             predictions.append({"class": best, "probability": probs[best], "probabilities": probs})
         return {"predictions": predictions}
