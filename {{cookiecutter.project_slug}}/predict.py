@@ -132,7 +132,10 @@ def predict(model_path: Path, inputs: list[Path], top: int = 1) -> list[Predicti
     names = spec.output_names or [str(c) for c in range(outputs.shape[-1])]
     if spec.task == "regression":
         rows = outputs.tolist()
-        return [Prediction(s, values=dict(zip(names, r, strict=True))) for s, r in zip(sources, rows, strict=True)]
+        return [
+            Prediction(s, values=dict(zip(names, r, strict=True)))
+            for s, r in zip(sources, rows, strict=True)
+        ]
     values, indices = outputs.softmax(dim=-1).topk(min(top, outputs.shape[-1]), dim=-1)
     return [
         Prediction(source, [names[c] for c in classes], classes, probs)

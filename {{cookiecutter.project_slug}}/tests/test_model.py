@@ -84,9 +84,7 @@ def test_hidden_layers_use_kaiming_scale() -> None:
 def test_activation_checkpointing_recomputes_in_training_with_the_same_gradients() -> None:
     torch.manual_seed(0)
     plain = MLP(hidden_sizes=(32, 32, 32), dropout=0.3)
-    checkpointed = MLP(
-        hidden_sizes=(32, 32, 32), dropout=0.3, activation_checkpointing=True
-    )
+    checkpointed = MLP(hidden_sizes=(32, 32, 32), dropout=0.3, activation_checkpointing=True)
     checkpointed.load_state_dict(plain.state_dict())
     x = torch.randn(16, 1, 8, 8)
     gradients: list[dict[str, torch.Tensor | None]] = []

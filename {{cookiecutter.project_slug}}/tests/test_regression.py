@@ -128,7 +128,8 @@ def test_the_task_can_be_chosen_and_a_class_column_of_shape_n_1_reads_as_n(tmp_p
     source = read_data(path)
     assert (source.task, source.targets.shape) == ("classification", (90,))
     forced = read_data(path, task="regression")
-    assert (forced.task, forced.targets.shape, forced.targets.dtype) == ("regression", (90, 1), np.float32)
+    assert (forced.task, forced.targets.shape) == ("regression", (90, 1))
+    assert forced.targets.dtype == np.float32
 
 
 def test_columns_that_are_no_feature_can_be_left_out(tmp_path: Path) -> None:
@@ -143,7 +144,10 @@ def test_columns_that_are_no_feature_can_be_left_out(tmp_path: Path) -> None:
 def test_the_shape_pitfall_is_stopped_on_the_first_batch() -> None:
     task = Regression(["y"])
     x = torch.zeros(4, 3)
-    for outputs, target in ((torch.zeros(4, 1), torch.zeros(4)), (torch.zeros(4), torch.zeros(4, 1))):
+    for outputs, target in (
+        (torch.zeros(4, 1), torch.zeros(4)),
+        (torch.zeros(4), torch.zeros(4, 1)),
+    ):
         with pytest.raises(ValueError, match=r"output has shape .* and the target .* \(B, B\)"):
             task.check_batch(x, outputs, target)
     task.check_batch(x, torch.zeros(4, 1), torch.zeros(4, 1))
@@ -152,7 +156,9 @@ def test_the_shape_pitfall_is_stopped_on_the_first_batch() -> None:
 @pytest.mark.slow
 def test_a_network_that_answers_b_for_a_b_1_target_never_trains(tmp_path: Path) -> None:
     csv = write_diabetes(tmp_path / "d.csv")
-    result = run_until_exit(tmp_path, "--data.path", str(csv), "--model.net", "tests.networks.Squeezed")
+    result = run_until_exit(
+        tmp_path, "--data.path", str(csv), "--model.net", "tests.networks.Squeezed"
+    )
     assert result.code == 2, result.stderr
     assert "to (2,), expected (2, 1)" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "runs").exists()
@@ -206,7 +212,9 @@ def test_log1p_targets_are_answered_in_their_own_units(tmp_path: Path) -> None:
     prices = np.exp(3 + features[:, 0] + 0.1 * features[:, 1])  # positive, skewed
     np.savez(tmp_path / "p.npz", features=features, labels=prices)
     args = ["--data.path", str(tmp_path / "p.npz"), "--data.target_transform", "log1p"]
-    run = run_training(tmp_path, *args, "--trainer.max_epochs", "10", "--export.formats", "[torch.export]")
+    run = run_training(
+        tmp_path, *args, "--trainer.max_epochs", "10", "--export.formats", "[torch.export]"
+    )
     data = DataModule(path=str(tmp_path / "p.npz"), target_transform="log1p")
     x, y = map(torch.from_numpy, data.split_arrays("test"))
     model = load_model(run.summary["paths"]["best_checkpoint"])
@@ -221,7 +229,14 @@ def test_a_regression_stopped_mid_epoch_resumes_to_the_uninterrupted_weights(
     tmp_path: Path, restore_torch_flags: None
 ) -> None:
     csv = write_diabetes(tmp_path / "d.csv")
-    args = ["--data.path", str(csv), "--config", preset("reproducible"), "--trainer.max_epochs", "2"]
+    args = [
+        "--data.path",
+        str(csv),
+        "--config",
+        preset("reproducible"),
+        "--trainer.max_epochs",
+        "2",
+    ]
     args += ["--export.formats", "[]"]
     probe = ["--trainer.callbacks+=tests.probes.SendSignal", "--trainer.callbacks.signal"]
     probe += ["SIGTERM", "--trainer.callbacks.step", "7"]  # 5 steps an epoch: mid-second

@@ -105,7 +105,8 @@ def describe_run(trainer: Any, module: Any, datamodule: Any) -> list[str]:
     )
     task, why = datamodule.task, datamodule.source.why
     count = datamodule.num_outputs
-    outputs = f"{count} classes" if task == "classification" else f"{count} target{'s' * (count > 1)}"
+    noun = "classes" if task == "classification" else "targets" if count > 1 else "target"
+    outputs = f"{count} {noun}"
     other = "regression" if task == "classification" else "classification"
     lines = [
         f"training {type(network).__name__} ({parameters:,} parameters) on {data}: {sizes} "

@@ -85,10 +85,12 @@ class DataModule(L.LightningDataModule):
                 f"shape {self.input_shape}: set --data.shift_prob 0."
             )
         self.shift_prob = (0.3 if images else 0.0) if shift_prob is None else shift_prob
-        if target_transform == "log1p" and (self.task != "regression" or self.source.targets.min() <= -1):
+        regression = self.task == "regression"
+        if target_transform == "log1p" and (not regression or self.source.targets.min() <= -1):
+            found = "smaller ones" if regression else "classes"
             raise DataError(
-                f"data.target_transform log1p takes regression targets above -1: {path or 'the data'} "
-                f"has {'classes' if self.task != 'regression' else 'smaller ones'}."
+                f"data.target_transform log1p takes regression targets above -1: "
+                f"{path or 'the data'} has {found}."
             )
         labels = strata(self.source.targets)
         names = self.output_names if self.task == "classification" else None

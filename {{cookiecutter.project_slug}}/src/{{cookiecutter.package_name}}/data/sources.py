@@ -128,8 +128,11 @@ def read_image_folder(
     except ImageError as error:
         raise DataError(f"{error}: replace or remove the file.") from None
     labels = np.asarray([label for label, _ in paths], dtype=np.int64)
-    names, found = list(files), [str(file) for _, file in paths]
-    return DataSource(features, labels, names, "classification", "image folders", fmt.to_dict(), found)
+    sample_files = [str(file) for _, file in paths]
+    why = "image folders"
+    return DataSource(
+        features, labels, list(files), "classification", why, fmt.to_dict(), sample_files
+    )
 
 
 def read_csv(
@@ -143,9 +146,14 @@ def read_csv(
     if not rows:
         raise DataError(f"{path} is empty: expected rows of features and a target.")
     width, names = len(rows[0]), [cell.strip() for cell in rows[0]]
-    given = label_column if isinstance(label_column, list) else [label_column]
-    targets = [column_index(c, names, path) for c in given] if label_column is not None else [-1]
-    targets = [t % width for t in targets]
+    given = (
+        []
+        if label_column is None
+        else label_column
+        if isinstance(label_column, list)
+        else [label_column]
+    )
+    targets = [column_index(c, names, path) % width for c in given] or [width - 1]
     skipped = {column_index(c, names, path) % width for c in ignore} | set(targets)
     feature_columns = [i for i in range(width) if i not in skipped]
     named = any(isinstance(c, str) for c in [*given, *ignore])
@@ -238,7 +246,9 @@ def from_arrays(
         raise DataError(f"{source}: regression targets must be numbers (found text).")
     values = targets.reshape(len(targets), -1).astype(np.float64)
     if not names:
-        names = ["target"] if values.shape[1] == 1 else [f"target_{k}" for k in range(len(values.T))]
+        names = (
+            ["target"] if values.shape[1] == 1 else [f"target_{k}" for k in range(len(values.T))]
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         spread = values.std(axis=0)
         wide = ~np.isfinite(values.astype(np.float32)).all(axis=0) | ~np.isfinite(spread * spread)

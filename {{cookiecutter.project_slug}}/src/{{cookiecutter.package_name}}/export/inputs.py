@@ -36,7 +36,7 @@ class ModelInputs:
         image = (
             ImageFormat.from_dict(preprocessing) if preprocessing.get("kind") == "image" else None
         )
-        names = metadata.get("output_names", metadata.get("class_names"))
+        names = metadata.get("output_names") or metadata["class_names"]
         shape = tuple(metadata["input_shape"])
         return cls(shape, list(names), image, metadata.get("task", "classification"))
 

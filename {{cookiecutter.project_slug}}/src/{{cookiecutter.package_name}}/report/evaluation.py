@@ -50,7 +50,9 @@ def load_evaluated(path: Path) -> Evaluated:
             module = load_module(path)
             shape, task = tuple(module.hparams["input_shape"]), module.task
             model, names = module.model, task.names
-            return Evaluated(path, "checkpoint", model, shape, task, names, dict(data or {}) or None)
+            return Evaluated(
+                path, "checkpoint", model, shape, task, names, dict(data or {}) or None
+            )
         predict = export_formats.load(path)
         metadata = export_formats.read_metadata(path)
         kind = export_formats.format_of(path).name
@@ -61,7 +63,7 @@ def load_evaluated(path: Path) -> Evaluated:
             f"no {export_formats.METADATA_FILE} beside {path}: it says what the model takes; "
             "evaluate the checkpoint instead, or export it again."
         )
-    names = list(metadata.get("output_names", metadata.get("class_names")))
+    names = list(metadata.get("output_names") or metadata["class_names"])
     task = make_task(metadata.get("task", "classification"), names)
     shape = tuple(metadata["input_shape"])
     return Evaluated(path, kind, predict, shape, task, names, metadata["data"])

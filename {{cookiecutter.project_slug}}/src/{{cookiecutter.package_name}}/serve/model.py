@@ -149,8 +149,8 @@ class ServedModel:
         with torch.inference_mode():
             outputs = self.predictor(torch.from_numpy(samples)).float()
         if self.inputs.task == "regression":
-            names = self.output_names
-            return {"predictions": [{"values": dict(zip(names, r, strict=True))} for r in outputs.tolist()]}
+            values = [dict(zip(self.output_names, r, strict=True)) for r in outputs.tolist()]
+            return {"predictions": [{"values": row} for row in values]}
         predictions = []
         for row in outputs.softmax(dim=-1).tolist():
             probs = dict(zip(self.output_names, row, strict=True))

@@ -90,7 +90,8 @@ class Regression:
         from torchmetrics import MeanAbsoluteError, MeanSquaredError, R2Score
 
         def one() -> dict[str, Any]:
-            return {"mae": MeanAbsoluteError(), "rmse": MeanSquaredError(squared=False), "r2": R2Score()}
+            rmse = MeanSquaredError(squared=False)
+            return {"mae": MeanAbsoluteError(), "rmse": rmse, "r2": R2Score()}
 
         if self.num_outputs == 1:
             return one()
@@ -153,7 +154,8 @@ class Regression:
                 "rmse": float(error.square().mean().sqrt()),
                 "r2": float(1 - error.square().sum() / total),
             }
-        mean = {m: float(np.mean([t[m] for t in per_target.values()])) for m in ("mae", "rmse", "r2")}
+        targets = per_target.values()
+        mean = {m: float(np.mean([t[m] for t in targets])) for m in ("mae", "rmse", "r2")}
         return {**mean, "samples": len(y), "per_target": per_target}
 
     def evaluation_lines(self, metrics: dict[str, Any]) -> list[str]:
@@ -223,7 +225,8 @@ class Regression:
             network = ((outputs.double().numpy() - test_y) / spread) ** 2
             difference = (network - ((ridge_y - test_y) / spread) ** 2).mean(axis=1)
             result["gap_to_ridge"] = round(float(difference.mean()), 6)
-            result["gap_standard_error"] = round(float(difference.std(ddof=1) / math.sqrt(len(difference))), 6)
+            error = difference.std(ddof=1) / math.sqrt(len(difference))
+            result["gap_standard_error"] = round(float(error), 6)
         return result
 
     def summary_lines(
@@ -244,7 +247,7 @@ class Regression:
             f"ridge regression RMSE {baselines['ridge_rmse']:.4g}"
         )
         gap, error = baselines.get("gap_to_ridge"), baselines.get("gap_standard_error")
-        if gap is not None and gap > 0:
+        if gap is not None and error is not None and gap > 0:
             chance = gap < 2 * error
             verdict = (
                 "within two standard errors: not distinguishable from chance"
