@@ -325,4 +325,4 @@ def test_benchmark_still_runs(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(SMOKES[script], result.stdout), result.stdout
     if script == "callback_overhead":
-        assert "| without LastCheckpoint |" in result.stdout, result.stdout
+        assert "| without ResumableCheckpoint (last) |" in result.stdout, result.stdout
