@@ -314,7 +314,7 @@ def test_hostile_answers_render_as_data(bake) -> None:
     ]
     assert HOSTILE["description"] in (project / "README.md").read_text()
     assert_ruff_clean(project)
-    result = run([PYTHON, "-c", f"import {package}.model"], cwd=project, PYTHONPATH="src")
+    result = run([PYTHON, "-c", f"import {package}.networks"], cwd=project, PYTHONPATH="src")
     assert result.returncode == 0, result.stderr
 
 
