@@ -19,46 +19,14 @@ import shlex
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
-
-import optuna
-from optuna.trial import FrozenTrial
+from typing import Any
 
 from {{ cookiecutter.package_name }}.runtime import configure_logging, configure_threads, quiet_known_noise
-from {{ cookiecutter.package_name }}.tasks.classification import linear_gap
-from {{ cookiecutter.package_name }}.training.cli import STARTUP_ERRORS, ProjectCLI, build_cli
-from {{ cookiecutter.package_name }}.tune.report import (
-    best_trial,
-    chosen_trial,
-    format_params,
-    label,
-    state_counts,
-    write_atomic,
-    write_plots,
-    write_report,
-)
-from {{ cookiecutter.package_name }}.tune.setup import (
-    TRIAL_DEFAULTS,
-    best_config_text,
-    check_edges,
-    check_folds,
-    check_metric,
-    check_runnable_in_process,
-    parse_sweep_args,
-    quiet_trials,
-    trial_log_values,
-)
-from {{ cookiecutter.package_name }}.tune.space import SpaceError, SweepSpec, args_of, check_keys, load_spec
-from {{ cookiecutter.package_name }}.tune.study import (
-    SweepError,
-    SweepInterrupted,
-    check_same_settings,
-    finished_count,
-    open_study,
-    run_trials,
-)
+from {{ cookiecutter.package_name }}.training.cli import STARTUP_ERRORS, build_cli
+from {{ cookiecutter.package_name }}.tune import report, setup
+from {{ cookiecutter.package_name }}.tune import study as studies
+from {{ cookiecutter.package_name }}.tune.space import SpaceError, args_of, check_keys, load_spec, values
 from {{ cookiecutter.package_name }}.tune.trial import TrialRunner
 
 ROOT = Path(__file__).resolve().parent
@@ -75,169 +43,96 @@ def main(args: list[str] | None = None) -> Path:
     configure_logging()
     configure_threads()
     given = sys.argv[1:] if args is None else args
-    options, train_args = parse_sweep_args(given, DEFAULT_SPACE)
-    with quiet_trials():
-        return sweep(options, train_args, given, start)
+    options, train_args = setup.parse_sweep_args(given, DEFAULT_SPACE)
+    with setup.quiet_trials():
+        try:
+            return sweep(options, train_args, given, start)
+        except (SpaceError, studies.SweepError, *STARTUP_ERRORS) as error:  # before any trial
+            print(f"error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
 
 
-def refuse(error: Exception) -> NoReturn:
-    print(f"error: {error}", file=sys.stderr)
-    raise SystemExit(2) from None
-
-
-def prepare(
-    options: argparse.Namespace, base_args: list[str]
-) -> tuple[SweepSpec, ProjectCLI, Path, Callable[[int, int], dict[str, str]], str | None]:
-    """Everything that can be checked before the first trial: (the space, the sweep's own
-    run built, its folder, the trials' log folders, a hint on folds). Raises SpaceError or
-    one of STARTUP_ERRORS."""
+def prepare(options: argparse.Namespace, base_args: list[str]) -> tuple[Any, ...]:
+    """Everything checked before the first trial: (the space, the sweep's own run built, its
+    folder, the trials' log folders). Raises SpaceError or one of STARTUP_ERRORS."""
     spec = load_spec(options.space)
     base = build_cli(base_args, DEFAULT_CONFIG)
-    check_runnable_in_process(base)
+    setup.check_runnable_in_process(base)
     check_keys(spec, base.config.keys())
+    hint = setup.check_folds(base, options.folds)
     folder = (Path(base.config.trainer.default_root_dir) / "sweeps" / options.name).resolve()
-    log_values = trial_log_values(base.config, folder)
+    log_values = setup.trial_log_values(base.config, folder)
     fold = {"data.val_fold": 1} if options.folds > 1 else {}
-    check_edges(spec, base_args, DEFAULT_CONFIG, {**fold, **log_values(0, 1)})
-    check_metric(base, spec.metric)
-    return spec, base, folder, log_values, check_folds(base, options.folds)
+    setup.check_edges(spec, base_args, DEFAULT_CONFIG, {**fold, **log_values(0, 1)})
+    setup.check_metric(base, spec.metric)
+    for line in ([hint] if hint else []) + spec.start_params(base.config.get)[1]:
+        print(line)
+    return spec, base, folder, log_values
 
 
 def sweep(
     options: argparse.Namespace, train_args: list[str], given: list[str], start: float
 ) -> Path:
     """The sweep itself, once its own options are parsed (see main)."""
-    base_args = [*TRIAL_DEFAULTS, *train_args]
-    try:
-        spec, base, folder, log_values, hint = prepare(options, base_args)
-    except (SpaceError, *STARTUP_ERRORS) as error:
-        refuse(error)
-    starts, drawn = spec.start_params(base.config.get)
-    data, task = base.datamodule, base.model.task
+    base_args = [*setup.TRIAL_DEFAULTS, *train_args]
+    spec, base, folder, log_values = prepare(options, base_args)
+    data, task, seed = base.datamodule, base.model.task, base.config.get("seed_everything") or 0
     baselines = task.baselines(data.split_arrays("train"), data.split_arrays("test"))
     baseline_line = task.summary_lines({}, baselines)[1]  # the same line as train.py's
-    seed = base.config.get("seed_everything") or 0
+    starts = spec.start_params(base.config.get)[0]
     del base, data  # what the trials build is theirs
     folder.mkdir(parents=True, exist_ok=True)
-    storage = options.storage or f"sqlite:///{folder / 'study.db'}"
-    study = open_study(options.name, storage, spec, seed, starts)
-    try:
-        check_same_settings(study, train_args, options.space.read_text(), options.folds)
-    except SweepError as error:
-        refuse(error)
-    for line in ([hint] if hint else []) + drawn:
-        print(line)
-    before = finished_count(study)
-    if before:
-        print(f"study {options.name}: {before} of {options.trials} trials finished before")
-    runner = TrialRunner(
-        build=lambda values: build_cli([*base_args, *args_of(values)], DEFAULT_CONFIG),
-        spec=spec,
-        log_values=log_values,
-        target=options.trials,
-        folds=options.folds,
+    study = studies.open_study(
+        options.name, options.storage or f"sqlite:///{folder / 'study.db'}", spec, seed, starts
     )
+    studies.check_same_settings(study, train_args, options.space.read_text(), options.folds)
+    if before := studies.count(study):
+        print(f"study {options.name}: {before} of {options.trials} trials finished before")
+    runner = TrialRunner(base_args, DEFAULT_CONFIG, spec, log_values, options.trials, options.folds)
     exit_code, status = 0, ""
     try:
-        run_trials(
+        studies.run_trials(
             study,
             runner,
             options.trials,
-            lambda trial, seconds: print(progress_line(study, spec, trial, seconds)),
+            lambda t, s: print(report.progress_line(study, spec, t, s)),
         )
-    except SweepInterrupted as interrupted:
+    except studies.SweepInterrupted as interrupted:
         exit_code, status = interrupted.exit_code, f"interrupted: {interrupted}"
     except KeyboardInterrupt:  # Ctrl-C between two trials
         exit_code, status = 130, "interrupted: stopped by Ctrl-C"
-    except SweepError as error:
+    except studies.SweepError as error:
         exit_code, status = 1, f"error: {error}"
-    report = write_outputs(study, spec, folder, baselines, train_args)
-    print(summary_lines(study, spec, baselines, baseline_line, folder, time.perf_counter() - start))
-    print(f"report: {report}")
+    written = finish(study, spec, folder, baselines, train_args)
+    seconds = time.perf_counter() - start
+    print(f"study {options.name}: {report.state_counts(study)} ({seconds:.1f} s in this process)")
+    print("\n".join([*report.summary_lines(study, spec, baselines, baseline_line, folder)]))
+    print(f"report: {written}")
     if status:
-        print(status, file=sys.stderr)
-        print(f"resume: python sweep.py {shlex.join(given)}", file=sys.stderr)
+        print(f"{status}\nresume: python sweep.py {shlex.join(given)}", file=sys.stderr)
     print(f"sweep: {folder}")
     if exit_code:
         raise SystemExit(exit_code)
     return folder
 
 
-def write_outputs(
-    study: optuna.Study,
-    spec: SweepSpec,
-    folder: Path,
-    baselines: dict[str, Any],
-    train_args: list[str],
-) -> Path:
-    """The plots, report.md and best.yaml (the full config of the chosen trial)."""
-    report = write_report(study, spec, folder, baselines, write_plots(study, spec, folder))
-    chosen = chosen_trial(study, spec.select)
+def finish(study: Any, spec: Any, folder: Path, baselines: dict, train_args: list[str]) -> Path:
+    """Optuna's plots, report.md, and best.yaml: the chosen trial's full config for train.py."""
+    written = report.write_report(
+        study, spec, folder, baselines, report.write_plots(study, spec, folder)
+    )
+    chosen = report.chosen_trial(study, spec.select)
     if chosen is not None:
         header = [
             f"The {spec.chosen_word} trial ({chosen.number}) of sweep {study.study_name}: "
-            f"{spec.metric} {chosen.value:.4f}; {format_params(chosen.params)}",
+            f"{spec.metric} {chosen.value:.4f}; {report.params_text(chosen)}",
             f"python train.py --config {folder / 'best.yaml'}",
         ]
-        args = [*train_args, *spec.as_args(chosen.params)]
-        write_atomic(folder / "best.yaml", best_config_text(args, DEFAULT_CONFIG, header))
-    return report
-
-
-def progress_line(study: optuna.Study, spec: SweepSpec, trial: FrozenTrial, seconds: float) -> str:
-    """One line per trial: number, state, value, best so far (and the trial best.yaml would
-    take, when another), its time, and what it is (a start point, why it failed)."""
-    best, chosen = best_trial(study), chosen_trial(study, spec.select)
-    value = "" if trial.value is None else f" {trial.value:.4f}"
-    best_text = f"best {best.value:.4f} (trial {best.number})" if best else "best: none yet"
-    if best is not None and chosen is not None and chosen.number != best.number:
-        best_text += f", chosen: trial {chosen.number}"
-    note = f"  [{label(spec, trial)}]" if label(spec, trial) else ""
-    return (
-        f"trial {trial.number:3d} {trial.state.name.lower():8s}{value:>8s}  {best_text}  "
-        f"{seconds:5.1f} s  ({finished_count(study)} finished){note}"
-    )
-
-
-def summary_lines(
-    study: optuna.Study,
-    spec: SweepSpec,
-    baselines: dict[str, Any],
-    baseline_line: str,
-    folder: Path,
-    seconds: float,
-) -> str:
-    """The end: the trials' states, best.yaml's trial beside the baselines, and a note when
-    it tests below the logistic regression."""
-    lines = [f"study {study.study_name}: {state_counts(study)} ({seconds:.1f} s in this process)"]
-    best, chosen = best_trial(study), chosen_trial(study, spec.select)
-    if best is None or chosen is None:
-        return "\n".join(lines)
-    test = chosen.user_attrs.get("test/acc")
-    tested = f", test accuracy {test:.4f}" if test is not None else ""
-    why = ""
-    if chosen.number != best.number:
-        why = (
-            " (the fewest parameters within one standard error of the best, trial "
-            f"{best.number}'s {best.value:.4f})"
+        args = [*train_args, *args_of(values(chosen.params))]
+        report.write_atomic(
+            folder / "best.yaml", setup.best_config_text(args, DEFAULT_CONFIG, header)
         )
-    lines += [
-        f"{spec.chosen_word} trial {chosen.number}: {spec.metric} {chosen.value:.4f}{tested}; "
-        f"{format_params(chosen.params)}{why}",
-        baseline_line,
-    ]
-    gap = linear_gap(test, baselines)
-    if gap is not None:
-        advice = ": on this data a simpler model, or longer trials, may do better"
-        if gap.within_chance:
-            advice = f", {gap.verdict()} (README: Tune it)"
-        lines.append(
-            f"note: the {spec.chosen_word} trial gets {gap} than the logistic regression "
-            f"({test:.4f} < {baselines['logistic_regression']:.4f}){advice}; report.md "
-            "lists every trial's test accuracy"
-        )
-    lines.append(f"train it: python train.py --config {folder / 'best.yaml'}")
-    return "\n".join(lines)
+    return written
 
 
 if __name__ == "__main__":

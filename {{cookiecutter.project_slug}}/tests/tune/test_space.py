@@ -26,10 +26,12 @@ from {{ cookiecutter.package_name }}.tune.report import (
 from {{ cookiecutter.package_name }}.tune.space import (
     SpaceError,
     SweepSpec,
+    args_of,
     check_keys,
     from_param,
     load_spec,
     to_param,
+    values,
 )
 from {{ cookiecutter.package_name }}.tune.study import TrialSeededSampler, open_storage
 from {{ cookiecutter.package_name }}.tune.trial import SIZE, TIE_BREAK, VAL_SAMPLES
@@ -37,10 +39,9 @@ from {{ cookiecutter.package_name }}.tune.trial import SIZE, TIE_BREAK, VAL_SAMP
 from ..conftest import CONFIGS
 from ..subprocesses import script_env
 
-pytestmark = [
-    pytest.mark.tuning,
-    pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),  # retried_trial_number
-]
+# RetryHeartbeatStaleTrialCallback.retried_trial_number, fail_stale_trials: "experimental"
+EXPERIMENTAL = "ignore::optuna.exceptions.ExperimentalWarning"
+pytestmark = [pytest.mark.tuning, pytest.mark.filterwarnings(EXPERIMENTAL)]
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
@@ -114,7 +115,7 @@ A = "space: {a: {type: float, low: 1, high: 2}}\n"
         ),
         (
             "space: {lr: {type: float, low: 0.001, high: 0.1}}\nstart: [{lr: 1e-2}]\n",
-            "'1e-2' is text, not a number (YAML reads 1e-2 as text: write 1.0e-2)",
+            "'1e-2' is text, not a number (write 1.0e-2)",
         ),
     ],
 )
@@ -139,7 +140,7 @@ def test_list_choices_travel_through_optuna_as_text_and_come_back() -> None:
         assert isinstance(to_param(choice), str)
     for scalar in (32, 0.5, "relu", None, True):
         assert to_param(scalar) == scalar
-    args = SweepSpec().as_args({"model.net.init_args.hidden_sizes": "[128, 64]", "model.lr": 0.01})
+    args = args_of(values({"model.net.init_args.hidden_sizes": "[128, 64]", "model.lr": 0.01}))
     assert args == ["--model.net.init_args.hidden_sizes=[128, 64]", "--model.lr=0.01"]
 
 
@@ -252,7 +253,7 @@ def test_a_killed_processes_trial_is_failed_and_retried_by_optunas_heartbeat(
     study = optuna.load_study(study_name="s", storage=open_storage(url))
     (running,) = study.get_trials(states=(TrialState.RUNNING,))
     for _ in range(300):  # until the grace period has passed (SQLite's clock: whole seconds)
-        study_module.fail_stale_trials(study)
+        optuna.storages.fail_stale_trials(study)  # Optuna's own, as every optimize call does
         if not study.get_trials(states=(TrialState.RUNNING,)):
             break
         time.sleep(0.1)
@@ -260,6 +261,28 @@ def test_a_killed_processes_trial_is_failed_and_retried_by_optunas_heartbeat(
     assert failed.state == TrialState.FAIL
     assert retry.state == TrialState.WAITING and retry.params == running.params
     assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retry) == failed.number
+
+
+NEW_STUDY = """
+import os, sys, time, optuna
+from {{ cookiecutter.package_name }}.tune.study import open_storage
+
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all at once
+optuna.create_study(study_name="s", storage=open_storage(os.environ["URL"]), load_if_exists=True)
+"""
+
+
+@pytest.mark.slow  # starts processes
+def test_processes_started_together_on_a_new_database_all_open_the_study(tmp_path: Path) -> None:
+    """Each creates Optuna's tables, and all but the first may fail (optuna/optuna#1092):
+    open_storage opens it again."""
+    env = script_env(URL=f"sqlite:///{tmp_path / 'study.db'}")
+    at = str(time.time() + 3)  # once all have imported Optuna (or at once, if later)
+    command = [sys.executable, "-c", NEW_STUDY, at]
+    processes = [subprocess.Popen(command, env=env, stderr=subprocess.PIPE) for _ in range(3)]
+    for process in processes:
+        assert process.wait(timeout=120) == 0, process.stderr.read() if process.stderr else ""
+    assert optuna.get_all_study_names(f"sqlite:///{tmp_path / 'study.db'}") == ["s"]
 
 
 def add(
@@ -338,7 +361,7 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     study.add_trial(create_trial(state=TrialState.FAIL))
     spec = load_spec(CONFIGS / "sweep.yaml")
     baselines = {"majority_class": 0.1, "logistic_regression": 0.96}
-    report = write_report(study, spec, tmp_path, baselines, {"history": "history.png"})
+    report = write_report(study, spec, tmp_path, baselines, ["slice"])
     text = report.read_text()
     assert "Trials: 2 complete, 1 fail." in text
     assert "## Chosen: trial 1 (select: simplest)" in text
@@ -346,9 +369,9 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     assert "majority class 0.1, logistic regression 0.96" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert [row.split(" | ")[0] for row in rows[1:]] == ["| 1", "| 0", "| 2"]
-    assert "![history](history.png)" in text
+    assert "![slice](slice.png)" in text
     skipped = {"majority_class": 0.1, "logistic_regression": None, "skipped": "too large"}
-    text = write_report(study, spec, tmp_path, skipped, {}).read_text()
+    text = write_report(study, spec, tmp_path, skipped, []).read_text()
     assert "logistic regression skipped (too large)" in text
 
 
@@ -357,7 +380,7 @@ def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: 
     add(study, 1.0, 0.2, test_acc=0.94, **{SIZE: 74_242, VAL_SAMPLES: 86})
     add(study, 0.9884, 0.3, test_acc=0.97, **{SIZE: 62, VAL_SAMPLES: 86})
     spec = load_spec(CONFIGS / "sweep.yaml")
-    text = write_report(study, spec, tmp_path, {}, {}).read_text()
+    text = write_report(study, spec, tmp_path, {}, []).read_text()
     assert "## Chosen: trial 1 (select: simplest)" in text
     assert "- val/acc: 0.9884 ± 0.0193" in text
     assert (
@@ -370,15 +393,18 @@ def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: 
     assert "| start point 0: train.py's values |" in text  # the note column
     assert "| start point 1 |" in text
     best = dataclasses.replace(spec, select="best")
-    assert "## Best: trial 0" in write_report(study, best, tmp_path, {}, {}).read_text()
+    assert "## Best: trial 0" in write_report(study, best, tmp_path, {}, []).read_text()
     add(study, 1.0, 0.1, **{SIZE: 62, VAL_SAMPLES: 86})  # the best value, and the smallest
-    text = write_report(study, spec, tmp_path, {}, {}).read_text()
+    text = write_report(study, spec, tmp_path, {}, []).read_text()
     assert "## Chosen: trial 2 (select: simplest)" in text
-    assert "- the best value; no trial within one standard error of it has fewer parameters" in text
+    assert (
+        "- the fewest parameters (62) within one standard error of the best value, trial 2's "
+        "1.0000 ± 0.0159 (62 parameters)"
+    ) in text
     unknown = optuna.create_study(direction="maximize", study_name="loss")
     add(unknown, 0.9, 0.2, **{SIZE: 1000})  # no validation samples recorded: no error known
     add(unknown, 0.8, 0.2, **{SIZE: 10})
-    text = write_report(unknown, spec, tmp_path, {}, {}).read_text()
+    text = write_report(unknown, spec, tmp_path, {}, []).read_text()
     assert "## Chosen: trial 0 (select: simplest)" in text
     assert "- val/acc: 0.9000\n" in text  # no ± 0.0000
-    assert "without --folds, val/acc has no known standard error, so no band" in text
+    assert "- the best value: val/acc has no known standard error without --folds" in text

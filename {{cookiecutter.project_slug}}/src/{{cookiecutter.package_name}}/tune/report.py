@@ -1,6 +1,5 @@
-"""What a sweep leaves in runs/sweeps/<name>/: report.md, the plots, and the choice of the
-trial best.yaml trains. Written from what the storage holds (every process's trials) after
-every run of sweep.py, also after Ctrl-C."""
+"""What a sweep tells and leaves in runs/sweeps/<name>/, from what its storage holds (every
+process's trials): the trial best.yaml trains, report.md, Optuna's plots, the lines printed."""
 
 from __future__ import annotations
 
@@ -15,16 +14,12 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ..tasks.classification import binomial_standard_error
+from ..tasks.classification import binomial_standard_error, linear_gap
 from .space import SweepSpec, from_param
+from .study import count
 from .trial import SIZE, TIE_BREAK, VAL_SAMPLES
 
-PLOTS = {
-    "history": "plot_optimization_history",
-    "importances": "plot_param_importances",
-    "parameters": "plot_slice",
-    "curves": "plot_intermediate_values",
-}
+PLOTS = ("optimization_history", "param_importances", "slice", "intermediate_values")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -44,13 +39,12 @@ def standard_error(trial: FrozenTrial) -> float:
     return binomial_standard_error(value, samples) if samples and 0 <= value <= 1 else 0.0
 
 
-def ranked(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[FrozenTrial]:
-    """Best first; ties (common for the accuracy of a small validation split) go to the lower
-    validation loss at the tested epoch, as train.py's checkpoint choice would; trials
-    without a value (failed, running) last, by number."""
+def ranked(study: optuna.Study, *states: TrialState) -> list[FrozenTrial]:
+    """Best first; ties (common on a small validation split) go to the lower validation loss,
+    as train.py's checkpoint choice would; trials without a value last."""
     sign = -1 if study.direction == StudyDirection.MAXIMIZE else 1
     return sorted(
-        study.get_trials(deepcopy=False, states=states),
+        study.get_trials(deepcopy=False, states=states or None),
         key=lambda t: (
             t.value is None,
             sign * (t.value or 0.0),
@@ -61,8 +55,7 @@ def ranked(study: optuna.Study, states: tuple[TrialState, ...] | None = None) ->
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
-    complete = ranked(study, (TrialState.COMPLETE,))
-    return complete[0] if complete else None
+    return next(iter(ranked(study, TrialState.COMPLETE)), None)
 
 
 def chosen_trial(study: optuna.Study, select: str) -> FrozenTrial | None:
@@ -75,12 +68,12 @@ def chosen_trial(study: optuna.Study, select: str) -> FrozenTrial | None:
         return best
     sign = -1 if study.direction == StudyDirection.MAXIMIZE else 1
     limit = sign * cast(float, best.value) + standard_error(best) + 1e-12
-    close = [t for t in ranked(study, (TrialState.COMPLETE,)) if sign * cast(float, t.value) <= limit]
+    close = [t for t in ranked(study, TrialState.COMPLETE) if sign * cast(float, t.value) <= limit]
     return min(close, key=lambda t: t.user_attrs.get(SIZE, math.inf))  # stable: ranked first
 
 
 def label(spec: SweepSpec, trial: FrozenTrial) -> str:
-    """What a trial is, for people: a failure's note, a start point, a retry ("" if none)."""
+    """What a trial is, for people: a failure's note, a retry, a start point ("" if none)."""
     # RetryHeartbeatStaleTrialCallback.retried_trial_number, without its experimental warning
     retried = trial.system_attrs.get("failed_trial")
     if trial.user_attrs.get("note"):
@@ -88,22 +81,20 @@ def label(spec: SweepSpec, trial: FrozenTrial) -> str:
     if retried is not None:
         return f"retry of trial {retried} (its process stopped)"
     if trial.number < len(spec.start):
-        return f"start point {trial.number}" + ("" if spec.start[trial.number] else ": train.py's values")
+        return f"start point {trial.number}" + (
+            "" if spec.start[trial.number] else ": train.py's values"
+        )
     return ""
 
 
-def format_value(value: Any) -> str:
-    """A parameter for people: 4 significant digits (best.yaml keeps every digit)."""
+def text(value: Any) -> str:
+    """A value for people: 4 significant digits (best.yaml keeps every digit)."""
     value = from_param(value)
-    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else repr(value)
 
 
-def format_params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={format_value(value)}" for key, value in params.items())
-
-
-def number(value: Any) -> str:
-    return "" if value is None else f"{value:.4g}"
+def params_text(trial: FrozenTrial) -> str:
+    return ", ".join(f"{key}={text(value)}" for key, value in trial.params.items())
 
 
 def size(trial: FrozenTrial) -> str:
@@ -116,57 +107,36 @@ def state_counts(study: optuna.Study) -> str:
 
 
 def choice_lines(study: optuna.Study, spec: SweepSpec, folder: Path) -> list[str]:
-    """The report's section on best.yaml's trial: its value and why it was chosen."""
+    """report.md's section on best.yaml's trial: its value, and why it was chosen."""
     best, chosen = best_trial(study), chosen_trial(study, spec.select)
     if best is None or chosen is None:
         return []
     error, best_error = standard_error(chosen), standard_error(best)
-    simplest = spec.select == "simplest"
-    lines = [
-        f"## Chosen: trial {chosen.number} (select: simplest)"
-        if simplest
-        else f"## Best: trial {chosen.number}",
+    title = "Best: trial {}" if spec.select == "best" else "Chosen: trial {} (select: simplest)"
+    why = f"- the fewest parameters ({size(chosen)}) within one standard error of the best value, "
+    why += f"trial {best.number}'s {best.value:.4f} ± {best_error:.4f} ({size(best)} parameters)"
+    if not best_error:
+        why = f"- the best value: {spec.metric} has no known standard error without --folds"
+    return [
+        f"## {title.format(chosen.number)}",
         "",
         f"- {spec.metric}: {chosen.value:.4f}" + (f" ± {error:.4f}" if error else ""),
-    ]
-    if simplest and not best_error:
-        lines.append(
-            f"- the best value: without --folds, {spec.metric} has no known standard error, "
-            "so no band of trials as good"
-        )
-    elif simplest and chosen.number != best.number:
-        lines.append(
-            f"- the fewest parameters ({size(chosen)}) within one standard error of the best "
-            f"value, trial {best.number}'s {best.value:.4f} ± {best_error:.4f} ({size(best)} "
-            "parameters)"
-        )
-    elif simplest:
-        lines.append(
-            "- the best value; no trial within one standard error of it has fewer parameters "
-            f"than its {size(chosen)}"
-        )
-    return [
-        *lines,
-        f"- test accuracy (its best checkpoint): {number(chosen.user_attrs.get('test/acc'))}",
-        f"- values: {format_params(chosen.params)}",
+        *([why] if spec.select == "simplest" else []),
+        f"- test accuracy (its best checkpoint): {text(chosen.user_attrs.get('test/acc'))}",
+        f"- values: {params_text(chosen)}",
         f"- train it: `python train.py --config {folder / 'best.yaml'}`",
     ]
 
 
 def write_report(
-    study: optuna.Study,
-    spec: SweepSpec,
-    folder: Path,
-    baselines: dict[str, Any],
-    plots: dict[str, str],
+    study: optuna.Study, spec: SweepSpec, folder: Path, baselines: dict, plots: list[str]
 ) -> Path:
-    """report.md: the chosen trial beside the baselines, then every trial, best first."""
+    """report.md: the chosen trial beside the baselines, every trial (best first), the plots."""
     folds = study.user_attrs.get("settings", {}).get("folds", 1)
     over = f"; the mean of {folds} cross-validation folds" if folds > 1 else ""
     goal = "Maximise" if spec.direction == "maximize" else "Minimise"
-    linear = baselines.get("logistic_regression")
     skipped = f"skipped ({baselines.get('skipped', 'not computed')})"
-    keys = list(spec.space)
+    linear, keys = text(baselines.get("logistic_regression")) or skipped, list(spec.space)
     header = ["trial", "state", spec.metric, "test/acc", "parameters", *keys, "seconds", "note"]
     lines = [
         f"# Sweep {study.study_name}",
@@ -176,58 +146,89 @@ def write_report(
         "",
         *choice_lines(study, spec, folder),
         f"- baselines on the same test split: majority class "
-        f"{number(baselines.get('majority_class'))}, logistic regression "
-        + (number(linear) if linear is not None else skipped),
+        f"{text(baselines.get('majority_class'))}, logistic regression {linear}",
         "",
         "## Trials",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    for trial in ranked(study):
-        seconds = f"{trial.duration.total_seconds():.1f}" if trial.duration is not None else ""
-        row = [
-            str(trial.number),
-            trial.state.name.lower(),
-            number(trial.value),
-            number(trial.user_attrs.get("test/acc")),
-            size(trial),
-            *(format_value(trial.params[k]) if k in trial.params else "" for k in keys),
-            seconds,
-            label(spec, trial).replace("|", "/"),
-        ]
-        lines.append("| " + " | ".join(row) + " |")
-    if plots:
-        lines += ["", "## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()]
+    for t in ranked(study):
+        row = [t.number, t.state.name.lower(), text(t.value), text(t.user_attrs.get("test/acc"))]
+        row += [size(t), *(text(t.params[k]) if k in t.params else "" for k in keys)]
+        row += [f"{t.duration.total_seconds():.1f}" if t.duration else "", label(spec, t)]
+        lines.append("| " + " | ".join(str(cell).replace("|", "/") for cell in row) + " |")
+    lines += ["", "## Plots", "", *(f"![{name}]({name}.png)" for name in plots)] if plots else []
     write_atomic(folder / "report.md", "\n".join(lines) + "\n")
     return folder / "report.md"
 
 
-def write_plots(study: optuna.Study, spec: SweepSpec, folder: Path) -> dict[str, str]:
-    """Optuna's own plots as PNG: the history, the parameters' importances, each parameter
-    against the value, each trial's metric per epoch. One that needs more trials than there
-    are (importances need two complete ones) is left out."""
+def write_plots(study: optuna.Study, spec: SweepSpec, folder: Path) -> list[str]:
+    """Optuna's own plots as PNG; one that needs more trials than there are is left out."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as optuna_plots
 
-    written = {}
-    for name, function in PLOTS.items():
-        plot = getattr(optuna_plots, function)
+    written = []
+    for name in PLOTS:
+        plot = getattr(optuna_plots, f"plot_{name}")
         with warnings.catch_warnings():  # "experimental" plots; tight_layout and colour bars
             warnings.simplefilter("ignore")
             try:
-                axes = plot(study) if name == "curves" else plot(study, target_name=spec.metric)
+                curves = name == "intermediate_values"  # (each trial's metric per epoch)
+                axes = plot(study) if curves else plot(study, target_name=spec.metric)
             except (ValueError, RuntimeError, ZeroDivisionError):
                 continue  # too few trials for this plot yet
             figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
-            figure.set_size_inches(max(6.4, figure.get_size_inches()[0]), 4.8)
             figure.tight_layout()
         temporary = folder / f".{name}.{os.getpid()}.png"
         figure.savefig(temporary, dpi=100)
         temporary.replace(folder / f"{name}.png")
         plt.close(figure)
-        written[name] = f"{name}.png"
+        written.append(name)
     return written
+
+
+def progress_line(study: optuna.Study, spec: SweepSpec, trial: FrozenTrial, seconds: float) -> str:
+    """One line per trial: its value, the best so far (and the chosen one), what it is."""
+    best, chosen = best_trial(study), chosen_trial(study, spec.select)
+    value = "" if trial.value is None else f" {trial.value:.4f}"
+    best_text = f"best {best.value:.4f} (trial {best.number})" if best else "best: none yet"
+    if best is not None and chosen is not None and chosen.number != best.number:
+        best_text += f", chosen: trial {chosen.number}"
+    note = f"  [{label(spec, trial)}]" if label(spec, trial) else ""
+    return (
+        f"trial {trial.number:3d} {trial.state.name.lower():8s}{value:>8s}  {best_text}  "
+        f"{seconds:5.1f} s  ({count(study)} finished){note}"
+    )
+
+
+def summary_lines(
+    study: optuna.Study, spec: SweepSpec, baselines: dict, baseline_line: str, folder: Path
+) -> list[str]:
+    """best.yaml's trial beside train.py's ``baseline_line``; a note when it tests below the
+    logistic regression."""
+    best, chosen = best_trial(study), chosen_trial(study, spec.select)
+    if best is None or chosen is None:
+        return []
+    test = chosen.user_attrs.get("test/acc")
+    tested = f", test accuracy {test:.4f}" if test is not None else ""
+    why = f" (the fewest parameters within one standard error of the best, trial {best.number}'s"
+    why = f"{why} {best.value:.4f})" if chosen.number != best.number else ""
+    lines = [
+        f"{spec.chosen_word} trial {chosen.number}: {spec.metric} {chosen.value:.4f}{tested}; "
+        f"{params_text(chosen)}{why}",
+        baseline_line,
+    ]
+    gap = linear_gap(test, baselines)
+    if gap is not None:
+        advice = ": on this data a simpler model, or longer trials, may do better"
+        advice = f", {gap.verdict()} (README: Tune it)" if gap.within_chance else advice
+        lines.append(
+            f"note: the {spec.chosen_word} trial gets {gap} than the logistic regression "
+            f"({test:.4f} < {baselines['logistic_regression']:.4f}){advice}; report.md "
+            "lists every trial's test accuracy"
+        )
+    return [*lines, f"train it: python train.py --config {folder / 'best.yaml'}"]

@@ -1,5 +1,5 @@
-"""What a sweep checks and derives before its first trial, so that a bad space, metric or
-option costs one line and exit code 2, not a failed trial minutes later."""
+"""What a sweep checks and derives before its first trial: a bad space, metric or option
+costs one line and exit code 2, not a failed trial minutes later."""
 
 from __future__ import annotations
 
@@ -20,16 +20,17 @@ from ..training.cli import STARTUP_ERRORS, ProjectCLI, build_cli
 from .space import SpaceError, SweepSpec, args_of
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# What every trial runs with unless the sweep's own arguments say otherwise: no progress
-# bar (the sweep prints a line per trial) and no export (best.yaml trains the winner).
+# Every trial's defaults, before the sweep's arguments: no progress bar (the sweep prints a
+# line per trial) and no export (best.yaml trains the winner).
 TRIAL_DEFAULTS = ["--trainer.enable_progress_bar=false", "--export.formats=[]"]
-# Below this many validation samples one sample moves accuracy by more than half a point:
-# trials then tie or swap places by chance, and the sweep suggests cross-validation.
+# Below this many validation samples one sample moves accuracy by over half a point: trials
+# tie or swap places by chance, and the sweep suggests cross-validation.
 SMALL_VALIDATION = 200
+QUIET: dict[str, Any] = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
 
 
 class ParseOnlyCLI(ProjectCLI):
-    """The project's CLI that parses and checks its arguments but builds nothing."""
+    """The project's CLI that parses and checks its arguments, and builds nothing."""
 
     def instantiate_classes(self) -> None:
         pass
@@ -37,11 +38,10 @@ class ParseOnlyCLI(ProjectCLI):
 
 @contextlib.contextmanager
 def quiet_trials() -> Iterator[None]:
-    """Lightning's and Optuna's per-trial chatter off while the sweep prints its line per
-    trial; as it was afterwards (a sweep run from a test or a notebook)."""
+    """Lightning's and Optuna's per-trial chatter off (the sweep prints a line per trial);
+    as it was afterwards (a sweep run from a test or a notebook)."""
     loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
-    levels = [logger.level for logger in loggers]
-    verbosity = optuna.logging.get_verbosity()
+    levels, verbosity = [logger.level for logger in loggers], optuna.logging.get_verbosity()
     for logger in loggers:
         logger.setLevel(logging.WARNING)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -62,19 +62,16 @@ def parse_sweep_args(args: list[str], default_space: Path) -> tuple[argparse.Nam
     """The sweep's own options; every other argument goes to each trial as to train.py."""
     parser = OneLineParser(
         prog="sweep.py",
-        description="Optuna search over configs/sweep.yaml's space; every other option is a "
-        "train.py option, applied to every trial (python train.py --help lists them).",
+        description="Optuna search over configs/sweep.yaml's space; any other option is a "
+        "train.py option for every trial (python train.py --help lists them).",
         allow_abbrev=False,  # --trainer.max_epochs must never be taken for --trials
     )
     add = parser.add_argument
-    trials = "the study's total of finished (complete or pruned) trials; a rerun runs the rest"
-    add("--trials", type=int, required=True, help=trials)
+    add("--trials", type=int, required=True, help="the study's total of finished trials")
     add("--name", help="the study and its folder runs/sweeps/NAME (default: the space's name)")
-    storage = "default: sqlite:///runs/sweeps/NAME/study.db"
-    add("--storage", help=f"an Optuna RDB URL that processes or machines share ({storage})")
+    add("--storage", help="an Optuna RDB URL (default: sqlite:///runs/sweeps/NAME/study.db)")
     add("--space", type=Path, default=default_space, help="the search space (%(default)s)")
-    folds = "each trial trains K times, on K disjoint validation folds: its value is their mean"
-    add("--folds", type=int, default=1, help=f"k-fold cross-validation ({folds}; default: 1)")
+    add("--folds", type=int, default=1, help="k-fold cross-validation: a trial's K fits' mean")
     options, rest = parser.parse_known_args(args)
     if options.trials < 1:
         parser.error(f"--trials {options.trials}: must be 1 or more (the study's finished trials)")
@@ -87,8 +84,8 @@ def parse_sweep_args(args: list[str], default_space: Path) -> tuple[argparse.Nam
 
 
 def check_runnable_in_process(cli: ProjectCLI) -> None:
-    """Trials run one after another in this process: a resumed checkpoint or a
-    multi-process preset cannot be one of them."""
+    """Trials run one after another in this process: not from a checkpoint, nor on several
+    processes."""
     if cli.config.get("ckpt_path"):
         raise SpaceError("--ckpt_path: a sweep starts every trial afresh; drop it")
     trainer = cli.trainer
@@ -102,51 +99,41 @@ def check_runnable_in_process(cli: ProjectCLI) -> None:
 
 
 def check_folds(cli: ProjectCLI, folds: int) -> str | None:
-    """Refuse more folds than the training split holds; return a hint to use folds when the
-    validation split is small and there are none (None otherwise)."""
-    data = cli.datamodule
-    train, val = len(data.train_idx), len(data.val_idx)
+    """Refuse more folds than the training split holds; a hint to use folds when the
+    validation split is small and there are none."""
+    train, val = len(cli.datamodule.train_idx), len(cli.datamodule.val_idx)
     if folds > 1 and cli.config.get("data.val_fold"):
         raise SpaceError("--data.val_fold: --folds sets each trial's fold itself; drop it")
-    available = max_folds(train, val)
-    if folds > available:
+    most = max_folds(train, val)
+    if folds > most:
         raise SpaceError(
-            f"--folds {folds}: {train} training and {val} validation samples make "
-            f"{available} folds of the validation split's size: use --folds {available} or "
-            "fewer, or lower --data.val_fraction"
+            f"--folds {folds}: {train} training and {val} validation samples make {most} "
+            f"folds of the validation split's size: use --folds {most} or fewer, or lower "
+            "--data.val_fraction"
         )
-    if folds == 1 and val < SMALL_VALIDATION and available > 1:
-        return (
-            f"note: the validation split has {val} samples, so trials that differ by a "
-            f"sample or two look alike: --folds {min(available, 5)} compares them on "
-            f"{min(available, 5)} folds (cross-validation)"
-        )
-    return None
+    if folds > 1 or val >= SMALL_VALIDATION or most < 2:
+        return None
+    return (
+        f"note: the validation split has {val} samples, so trials that differ by a sample or "
+        f"two look alike: --folds {min(most, 5)} compares them on {min(most, 5)} folds "
+        "(cross-validation)"
+    )
 
 
 def check_metric(cli: ProjectCLI, metric: str) -> None:
     """The metric must be one the module logs in validation, where the pruner reads it:
     one validation batch, without logger or checkpoint, tells which are logged."""
-    trainer = L.Trainer(
-        accelerator=cli.config.trainer.accelerator,
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=1,
-    )
+    accelerator = cli.config.trainer.accelerator
+    trainer = L.Trainer(accelerator=accelerator, devices=1, limit_val_batches=1, **QUIET)
     trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
-    logged = sorted(trainer.callback_metrics)
-    if metric not in logged:
-        raise SpaceError(
-            f"metric {metric!r} is not logged in validation: use one of {', '.join(logged)}"
-        )
+    if metric not in trainer.callback_metrics:
+        logged = ", ".join(sorted(trainer.callback_metrics))
+        raise SpaceError(f"metric {metric!r} is not logged in validation: use one of {logged}")
 
 
 def refusal(args: list[str], default_config: Path) -> str | None:
-    """Why train.py's parse refuses ``args``, in one line; None if it does not. (The parser
-    prints its reason and exits; our own checks raise.)"""
+    """Why train.py refuses ``args``, in one line; None if it takes them. (The parser prints
+    its reason and exits; our own checks raise.)"""
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
@@ -167,33 +154,28 @@ def check_edges(spec: SweepSpec, args: list[str], default: Path, extra: dict[str
         if refusal([*args, *args_of({**edge, **extra})], default) is None:
             continue
         for key, value in edge.items():  # which value: each one alone
-            reason = refusal([*args, *args_of({key: value, **extra})], default)
-            if reason:
+            if reason := refusal([*args, *args_of({key: value, **extra})], default):
                 raise SpaceError(f"space key {key}: train.py refuses {value!r}: {reason}")
         raise SpaceError(f"train.py refuses the space's values {edge} together")
 
 
 def trial_log_values(config: Any, folder: Path) -> Callable[[int, int], dict[str, str]]:
-    """Where each trial's logs and checkpoints go (config keys and values): for TensorBoard
-    and CSV runs/sweeps/NAME/trials/trial-007 (`tensorboard --logdir runs/sweeps/NAME/trials`
-    compares them), for W&B runs/sweeps/NAME/wandb, one run per trial named NAME-trial-007,
-    for MLflow one run per trial named trial-007 in the experiment sweep-NAME (same store).
-    The other folds of a cross-validated trial go beside it: trial-007-fold1, ..."""
+    """Where each trial's logs and checkpoints go: for TensorBoard and CSV
+    runs/sweeps/NAME/trials/trial-007, for W&B one run per trial named NAME-trial-007 in
+    runs/sweeps/NAME/wandb, for MLflow one run per trial named trial-007 in the experiment
+    sweep-NAME. The other folds of a cross-validated trial go beside it: trial-007-fold1."""
     kind = str(getattr(config.get("trainer.logger"), "class_path", "")).rsplit(".", 1)[-1]
-    logger = "trainer.logger.init_args"
 
     def values(number: int, fold: int = 0) -> dict[str, str]:
         trial = f"trial-{number:03d}" + (f"-fold{fold}" if fold else "")
-        common = {"trainer.default_root_dir": str(folder / "trials" / trial)}
-        if kind in ("TensorBoardLogger", "CSVLogger"):
-            names = {"save_dir": str(folder), "name": "trials", "version": trial}
-        elif kind == "WandbLogger":
-            names = {"save_dir": str(folder), "name": f"{folder.name}-{trial}"}
-        elif kind == "MLFlowLogger":
-            names = {"experiment_name": f"sweep-{folder.name}", "run_name": trial}
-        else:  # no logger, or several: checkpoints under default_root_dir
-            names = {}
-        return {**common, **{f"{logger}.{key}": value for key, value in names.items()}}
+        names = {  # the logger's init_args
+            "TensorBoardLogger": {"save_dir": str(folder), "name": "trials", "version": trial},
+            "WandbLogger": {"save_dir": str(folder), "name": f"{folder.name}-{trial}"},
+            "MLFlowLogger": {"experiment_name": f"sweep-{folder.name}", "run_name": trial},
+        }
+        names["CSVLogger"] = names["TensorBoardLogger"]
+        logger = {f"trainer.logger.init_args.{k}": v for k, v in names.get(kind, {}).items()}
+        return {"trainer.default_root_dir": str(folder / "trials" / trial), **logger}
 
     return values
 
@@ -202,5 +184,4 @@ def best_config_text(args: list[str], default_config: Path, header: list[str]) -
     """The full config of a trial, as `python train.py --print_config` would write it for
     the sweep's arguments plus the trial's values: `--config` reproduces the trial."""
     cli = build_cli(args, default_config, ParseOnlyCLI)
-    text = cli.parser.dump(cli.config, skip_none=False)
-    return "".join(f"# {line}\n" for line in header) + text
+    return "".join(f"# {line}\n" for line in header) + cli.parser.dump(cli.config, skip_none=False)
