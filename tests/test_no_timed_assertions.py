@@ -23,7 +23,7 @@ UPPER_BOUND = re.compile(
 
 
 def all_test_files() -> list[Path]:
-    return sorted([*(TEMPLATE_DIR / "tests").glob("*.py"), *TEMPLATE_DIR.glob("*/tests/*.py")])
+    return sorted([*(TEMPLATE_DIR / "tests").glob("*.py"), *TEMPLATE_DIR.glob("*/tests/**/*.py")])
 
 
 def test_no_test_compares_a_wall_time_to_a_constant() -> None:

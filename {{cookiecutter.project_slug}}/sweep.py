@@ -55,8 +55,8 @@ def main(args: list[str] | None = None) -> Path:
 def prepare(options: argparse.Namespace, base_args: list[str]) -> tuple[Any, ...]:
     """Everything checked before the first trial: (the space, the sweep's own run built, its
     folder, the trials' log folders). Raises SpaceError or one of STARTUP_ERRORS."""
-    spec = load_spec(options.space)
     base = build_cli(base_args, DEFAULT_CONFIG)
+    spec = load_spec(options.space).for_task(base.model.task.headline)
     setup.check_runnable_in_process(base)
     check_keys(spec, base.config.keys())
     hint = setup.check_folds(base, options.folds)

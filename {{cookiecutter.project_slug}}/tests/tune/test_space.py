@@ -47,7 +47,20 @@ optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 def test_the_shipped_space_reads_as_documented() -> None:
     spec = load_spec(CONFIGS / "sweep.yaml")
-    assert (spec.metric, spec.direction, spec.pruner) == ("val/acc", "maximize", "median")
+    assert (spec.metric, spec.direction, spec.pruner) == ("", "", "median")  # the task's
+    classes = spec.for_task(("acc", "maximize"))
+    assert (classes.metric, classes.direction, classes.test_metric) == (
+        "val/acc",
+        "maximize",
+        "test/acc",
+    )
+    values = spec.for_task(("rmse", "minimize"))
+    assert (values.metric, values.direction, values.test_metric) == (
+        "val/rmse",
+        "minimize",
+        "test/rmse",
+    )
+    assert load_spec(CONFIGS / "sweep.yaml").for_task(("acc", "maximize")).metric_is_accuracy
     assert spec.warmup_epochs >= 1 and spec.startup_trials >= 1
     lr, hidden = spec.space["model.lr"], spec.space["model.net.init_args.hidden_sizes"]
     assert isinstance(lr, FloatDistribution) and lr.log
@@ -313,7 +326,8 @@ def test_the_standard_error_is_binomial_over_the_validation_samples_or_that_of_t
 
 
 def test_only_an_accuracy_has_a_binomial_standard_error() -> None:
-    accuracy, loss = load_spec(CONFIGS / "sweep.yaml"), SweepSpec(metric="val/loss")
+    accuracy = load_spec(CONFIGS / "sweep.yaml").for_task(("acc", "maximize"))
+    loss = SweepSpec(metric="val/loss")
     assert accuracy.metric_is_accuracy and not loss.metric_is_accuracy
     assert SweepSpec(metric="val_accuracy").metric_is_accuracy
     assert SweepSpec(metric="valid/Accuracy").metric_is_accuracy
@@ -359,7 +373,7 @@ def test_the_report_lists_every_trial_best_first_beside_the_baselines(tmp_path: 
     add(study, 0.90, 0.3, test_acc=0.88)
     add(study, 0.97, 0.2, test_acc=0.95)
     study.add_trial(create_trial(state=TrialState.FAIL))
-    spec = load_spec(CONFIGS / "sweep.yaml")
+    spec = load_spec(CONFIGS / "sweep.yaml").for_task(("acc", "maximize"))
     baselines = {"majority_class": 0.1, "logistic_regression": 0.96}
     report = write_report(study, spec, tmp_path, baselines, ["slice"])
     text = report.read_text()
@@ -379,7 +393,7 @@ def test_the_report_says_why_a_smaller_trial_than_the_best_was_chosen(tmp_path: 
     study = optuna.create_study(direction="maximize", study_name="demo")
     add(study, 1.0, 0.2, test_acc=0.94, **{SIZE: 74_242, VAL_SAMPLES: 86})
     add(study, 0.9884, 0.3, test_acc=0.97, **{SIZE: 62, VAL_SAMPLES: 86})
-    spec = load_spec(CONFIGS / "sweep.yaml")
+    spec = load_spec(CONFIGS / "sweep.yaml").for_task(("acc", "maximize"))
     text = write_report(study, spec, tmp_path, {}, []).read_text()
     assert "## Chosen: trial 1 (select: simplest)" in text
     assert "- val/acc: 0.9884 ± 0.0193" in text

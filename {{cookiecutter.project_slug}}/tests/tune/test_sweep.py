@@ -494,7 +494,7 @@ def test_a_bad_space_is_refused_in_one_line_before_any_trial(
 def test_the_end_says_how_far_the_chosen_trial_is_below_the_logistic_regression() -> None:
     """In test samples; within two standard errors it is called chance, past them the note
     suggests what to try; the same count right (float32 against float64) is no gap."""
-    spec = load_spec(CONFIGS / "sweep.yaml")
+    spec = load_spec(CONFIGS / "sweep.yaml").for_task(("acc", "maximize"))
     baselines = {"majority_class": 0.6, "logistic_regression": 83 / 86, "test_samples": 86}
 
     def ending(test_accuracy: float) -> list[str]:
@@ -566,3 +566,25 @@ def test_a_csv_of_breast_cancer_data_gets_both_baselines_in_the_run_and_the_swee
     assert chosen is not None
     gap = linear_gap(chosen.user_attrs["test/acc"], baselines)
     assert ("note: the chosen trial gets " in run["output"]) == (gap is not None)
+
+
+@pytest.mark.slow
+def test_a_regression_sweep_minimises_the_rmse_beside_the_regression_baselines(
+    tmp_path: Path,
+) -> None:
+    """The diabetes table: the sweep takes the task's metric, val/rmse, minimised, and puts
+    the training mean's and the ridge regression's test RMSE beside its chosen trial."""
+    from ..test_regression import write_diabetes
+
+    csv = write_diabetes(tmp_path / "diabetes.csv")
+    args = ("--trials", "2", "--data.path", str(csv), *SHORT, "--trainer.logger=false")
+    with one_thread():
+        folder, printed = run_sweep(tmp_path, *args)
+    study = load_study(tmp_path, "sweep")
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE
+    assert len(finished(study)) == 2
+    assert "chosen trial " in printed and ": val/rmse " in printed
+    assert "baselines (test split): training mean RMSE " in printed
+    report = (folder / "report.md").read_text()
+    assert "Minimise val/rmse" in report and "ridge regression RMSE" in report
+    assert all("test/rmse" in trial.user_attrs for trial in finished(study))

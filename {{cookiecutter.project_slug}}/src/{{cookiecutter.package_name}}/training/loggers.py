@@ -62,7 +62,8 @@ def log_dir(trainer: L.Trainer) -> str | None:
     logger = trainer.loggers[0]
 {%- if logger == "mlflow" %}
     if isinstance(logger, MLFlowLogger):
-        return str(logger.experiment.tracking_uri).removeprefix(SQLITE)
+        client: Any = logger.experiment  # mlflow's MlflowClient
+        return str(client.tracking_uri).removeprefix(SQLITE)
 {%- endif %}
     folder = getattr(logger, "log_dir", None) or logger.save_dir
     return str(Path(folder).resolve()) if folder else None
@@ -87,7 +88,8 @@ def how_to_view_logs(trainer: L.Trainer) -> list[str]:
             hints.append(f"wandb sync {offline}" if run.offline else f"wandb: {run.url}")
 {%- elif logger == "mlflow" %}
         if isinstance(logger, MLFlowLogger):
-            uri = logger.experiment.tracking_uri
+            client: Any = logger.experiment  # mlflow's MlflowClient
+            uri = client.tracking_uri
             if uri.startswith(SERVERS):
                 page = f"#/experiments/{logger.experiment_id}/runs/{logger.run_id}"
                 hints.append(f"mlflow: {uri.rstrip('/')}/{page}")
@@ -105,7 +107,9 @@ def continue_logger_run(logger: Any, ckpt_path: Path, step: int) -> AfterBuild |
     if init_args is None or ckpt_path.parent.name != "checkpoints":
         return None
     run_dir = ckpt_path.parent.parent
+{%- if logger != "mlflow" %}
     save_dir = init_args.get("save_dir")
+{%- endif %}
 {%- if logger in ("tensorboard", "csv") %}
     name = init_args.get("name") or "lightning_logs"
     same = save_dir is not None and run_dir.parent.resolve() == (Path(save_dir) / name).resolve()
@@ -129,7 +133,7 @@ def continue_logger_run(logger: Any, ckpt_path: Path, step: int) -> AfterBuild |
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    uri, run_id = init_args.get("tracking_uri"), run_dir.name
+    uri, run_id = absolute(init_args.get("tracking_uri")), run_dir.name
     if not uri or init_args.get("run_id") is not None:
         return None
     if uri.startswith(SQLITE) and not Path(uri.removeprefix(SQLITE)).exists():
@@ -175,11 +179,36 @@ def prepare_logger_config(logger: Any) -> None:
     # the folder to exist.
     for entry in logger if isinstance(logger, list) else [logger]:
         init_args = getattr(entry, "init_args", None)
-        uri = init_args.get("tracking_uri") if init_args is not None else None
-        if uri and uri.startswith(SQLITE) and uri.removeprefix(SQLITE) not in ("", ":memory:"):
-            path = Path(uri.removeprefix(SQLITE)).resolve()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            init_args.tracking_uri = SQLITE + str(path)
+        uri = absolute(init_args.get("tracking_uri")) if init_args is not None else None
+        if init_args is not None and uri and uri != init_args.get("tracking_uri"):
+            Path(uri.removeprefix(SQLITE)).parent.mkdir(parents=True, exist_ok=True)
+            init_args.tracking_uri = uri
+            create_store(uri)
+
+
+def absolute(uri: str | None) -> str | None:
+    """A local SQLite store's URI with an absolute path (other URIs as they are)."""
+    if not uri or not uri.startswith(SQLITE) or uri.removeprefix(SQLITE) in ("", ":memory:"):
+        return uri
+    return SQLITE + str(Path(uri.removeprefix(SQLITE)).resolve())
+
+
+def create_store(uri: str, attempts: int = 5) -> None:
+    """Create a new SQLite store's tables before the logger opens it. Processes started
+    together on a new store each create them, and all but the first fail inside mlflow's
+    migration (alembic): it does not handle the race, so the losers open it again."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    for attempt in range(attempts):
+        try:
+            MlflowClient(uri).search_experiments(max_results=1)
+            return
+        except Exception:  # mlflow's and SQLAlchemy's errors of a lost race vary
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 {%- elif logger == "wandb" %}
     online = [
         entry

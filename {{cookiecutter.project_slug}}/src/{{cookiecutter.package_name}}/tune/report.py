@@ -122,7 +122,8 @@ def choice_lines(study: optuna.Study, spec: SweepSpec, folder: Path) -> list[str
         "",
         f"- {spec.metric}: {chosen.value:.4f}" + (f" ± {error:.4f}" if error else ""),
         *([why] if spec.select == "simplest" else []),
-        f"- test accuracy (its best checkpoint): {text(chosen.user_attrs.get('test/acc'))}",
+        f"- {spec.test_words} (its best checkpoint): "
+        f"{text(chosen.user_attrs.get(spec.test_metric))}",
         f"- values: {params_text(chosen)}",
         f"- train it: `python train.py --config {folder / 'best.yaml'}`",
     ]
@@ -137,7 +138,9 @@ def write_report(
     goal = "Maximise" if spec.direction == "maximize" else "Minimise"
     skipped = f"skipped ({baselines.get('skipped', 'not computed')})"
     linear, keys = text(baselines.get("logistic_regression")) or skipped, list(spec.space)
-    header = ["trial", "state", spec.metric, "test/acc", "parameters", *keys, "seconds", "note"]
+
+    header = ["trial", "state", spec.metric, spec.test_metric, "parameters", *keys, "seconds"]
+    header.append("note")
     lines = [
         f"# Sweep {study.study_name}",
         "",
@@ -145,8 +148,7 @@ def write_report(
         f"Trials: {state_counts(study)}. Each trial's logs and checkpoints: {folder / 'trials'}.",
         "",
         *choice_lines(study, spec, folder),
-        f"- baselines on the same test split: majority class "
-        f"{text(baselines.get('majority_class'))}, logistic regression {linear}",
+        f"- {baseline_text(baselines, linear)}",
         "",
         "## Trials",
         "",
@@ -154,7 +156,8 @@ def write_report(
         "|" + "---|" * len(header),
     ]
     for t in ranked(study):
-        row = [t.number, t.state.name.lower(), text(t.value), text(t.user_attrs.get("test/acc"))]
+        tested = text(t.user_attrs.get(spec.test_metric))
+        row = [t.number, t.state.name.lower(), text(t.value), tested]
         row += [size(t), *(text(t.params[k]) if k in t.params else "" for k in keys)]
         row += [f"{t.duration.total_seconds():.1f}" if t.duration else "", label(spec, t)]
         lines.append("| " + " | ".join(str(cell).replace("|", "/") for cell in row) + " |")
@@ -213,8 +216,8 @@ def summary_lines(
     best, chosen = best_trial(study), chosen_trial(study, spec.select)
     if best is None or chosen is None:
         return []
-    test = chosen.user_attrs.get("test/acc")
-    tested = f", test accuracy {test:.4f}" if test is not None else ""
+    test = chosen.user_attrs.get(spec.test_metric)
+    tested = f", {spec.test_words} {test:.4f}" if test is not None else ""
     why = f" (the fewest parameters within one standard error of the best, trial {best.number}'s"
     why = f"{why} {best.value:.4f})" if chosen.number != best.number else ""
     lines = [
@@ -222,7 +225,7 @@ def summary_lines(
         f"{params_text(chosen)}{why}",
         baseline_line,
     ]
-    gap = linear_gap(test, baselines)
+    gap = linear_gap(test, baselines) if spec.test_metric == "test/acc" else None
     if gap is not None:
         advice = ": on this data a simpler model, or longer trials, may do better"
         advice = f", {gap.verdict()} (README: Tune it)" if gap.within_chance else advice
@@ -232,3 +235,17 @@ def summary_lines(
             "lists every trial's test accuracy"
         )
     return [*lines, f"train it: python train.py --config {folder / 'best.yaml'}"]
+
+
+def baseline_text(baselines: dict, linear: str) -> str:
+    """The baselines on the trials' test split: the classification's, or the regression's."""
+    if "ridge_rmse" in baselines:
+        return (
+            f"baselines on the same test split: training mean RMSE "
+            f"{text(baselines['training_mean_rmse'])}, ridge regression RMSE "
+            f"{text(baselines['ridge_rmse'])}"
+        )
+    return (
+        f"baselines on the same test split: majority class "
+        f"{text(baselines.get('majority_class'))}, logistic regression {linear}"
+    )

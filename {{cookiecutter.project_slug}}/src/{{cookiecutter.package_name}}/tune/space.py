@@ -9,7 +9,7 @@ import difflib
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,8 @@ class SpaceError(ValueError):
 class SweepSpec:
     """What configs/sweep.yaml says: what to optimise, how to prune, over which space."""
 
-    metric: str = "val/acc"
-    direction: str = "maximize"
+    metric: str = "val/acc"  # "" (the file's null): the task's own (for_task)
+    direction: str = "maximize"  # "": the metric's own sense
     pruner: str = "median"
     startup_trials: int = 3
     warmup_epochs: int = 3
@@ -49,6 +49,25 @@ class SweepSpec:
     @property
     def chosen_word(self) -> str:
         return "best" if self.select == "best" else "chosen"
+
+    @property
+    def test_metric(self) -> str:
+        """What a trial's test reports for its metric (val/acc: test/acc)."""
+        return "test/" + self.metric.split("/", 1)[-1]
+
+    @property
+    def test_words(self) -> str:
+        return "test accuracy" if self.test_metric == "test/acc" else self.test_metric
+
+    def for_task(self, headline: tuple[str, str]) -> SweepSpec:
+        """The task's own metric and direction where the file leaves them out (null):
+        val/acc, maximised, for classification; val/rmse, minimised, for a regression."""
+        if not self.metric:
+            return replace(
+                self, metric=f"val/{headline[0]}", direction=self.direction or headline[1]
+            )
+        lower = self.metric.rsplit("/", 1)[-1] in ("loss", "mae", "rmse", "mse")
+        return replace(self, direction=self.direction or ("minimize" if lower else "maximize"))
 
     @property
     def metric_is_accuracy(self) -> bool:
@@ -149,8 +168,8 @@ def load_spec(path: Path) -> SweepSpec:
     unknown = sorted(set(raw) - set(TOP_KEYS))
     if unknown:
         raise SpaceError(f"{path}: unknown top-level key(s) {unknown}: expected {TOP_KEYS}")
-    metric, pruner = raw.get("metric", "val/acc"), raw.get("pruner") or {}
-    if not isinstance(metric, str) or not metric:
+    metric, pruner = raw.get("metric"), raw.get("pruner") or {}
+    if metric is not None and (not isinstance(metric, str) or not metric):
         raise SpaceError(f"{path}: metric {metric!r}: must be a logged metric, e.g. val/acc")
     kind = pruner.get("kind", "median") if isinstance(pruner, dict) else None
     if kind not in ("median", "none") or set(pruner) - {"kind", "startup_trials", "warmup_epochs"}:
@@ -160,9 +179,12 @@ def load_spec(path: Path) -> SweepSpec:
         if type(value) is not int or value < 0:
             raise SpaceError(f"{path}: pruner.{name} {value!r}: must be 0 or more")
     space = {str(k): distribution(f"{path}: space key {k}", v) for k, v in raw["space"].items()}
+    direction = raw.get("direction") or ""
+    if direction not in ("", "maximize", "minimize"):
+        raise SpaceError(f"{path}: direction {direction!r}: must be maximize or minimize (or null)")
     return SweepSpec(
-        metric=metric,
-        direction=one_of(path, raw, "direction", ("maximize", "minimize")),
+        metric=metric or "",
+        direction=direction,
         pruner=str(kind),
         **counts,
         space=space,
