@@ -5,7 +5,8 @@ samples: 86 in the test split, 86 in validation) end with a trial that tests no 
 the logistic regression. This script measures how often that holds when only the split
 changes (`--data.split_seed`), for:
 - the sweep's chosen trial (`select: simplest`, the default) and its best-value trial;
-- its linear start point (trial 1: a logistic regression trained by the project);
+- its linear start point (the first of configs/sweep.yaml's `start:` with no hidden layer:
+  trial 1 as shipped, a logistic regression trained by the project);
 - scikit-learn's own logistic regression with C chosen on the same validation split
   (8 values from 0.01 to 100): the baseline's own model, tuned the way a sweep tunes.
 If even the last meets the bar only about half the time, the bar measures the noise of an
@@ -37,12 +38,6 @@ from baked import bake, import_modules, machine
 
 WIDTHS = "model.net.init_args.hidden_sizes"
 C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
-COLUMNS = (
-    "chosen (select: simplest)",
-    "best value (select: best)",
-    "linear start point (trial 1)",
-    "scikit-learn's, C tuned on validation",
-)
 
 
 def write_breast_cancer(path: Path) -> None:
@@ -58,11 +53,9 @@ def write_breast_cancer(path: Path) -> None:
 def tuned_logistic_regression(datamodule) -> float:
     """scikit-learn's logistic regression with the C that scores best on validation (ties:
     the smaller C), scored on the test split."""
-    x = {
-        split: datamodule.split_arrays(split)[0].reshape(len(datamodule.split_labels(split)), -1)
-        for split in ("train", "val", "test")
-    }
-    y = {split: datamodule.split_labels(split) for split in ("train", "val", "test")}
+    arrays = {split: datamodule.split_arrays(split) for split in ("train", "val", "test")}
+    x = {split: features.reshape(len(features), -1) for split, (features, _) in arrays.items()}
+    y = {split: targets for split, (_, targets) in arrays.items()}
     fits = [
         make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=200, random_state=0))
         for c in C_GRID
@@ -75,18 +68,27 @@ def tuned_logistic_regression(datamodule) -> float:
     return float(chosen.score(x["test"], y["test"]))
 
 
-def sweep_test_accuracies(project: Path, name: str, modules: dict) -> list[float | None]:
+def linear_start(spec) -> int | None:
+    """The number of the first start point that is a linear model (no hidden layer)."""
+    return next((n for n, point in enumerate(spec.start) if point.get(WIDTHS) == []), None)
+
+
+def sweep_test_accuracies(
+    project: Path, name: str, modules: dict, spec, linear_number: int | None
+) -> list[float | None]:
     """Test accuracies of the chosen, best-value and linear start trials of a finished study."""
     storage = f"sqlite:///{project / 'runs' / 'sweeps' / name / 'study.db'}"
     study = optuna.load_study(study_name=name, storage=storage)
-    report = modules["sweep_report"]
+    report, test = modules["tune.report"], spec.test_metric
     chosen, best = report.chosen_trial(study, "simplest"), report.best_trial(study)
-    linear = study.trials[1] if len(study.trials) > 1 else None
+    trials = study.trials
+    known = linear_number is not None and linear_number < len(trials)
+    linear = trials[linear_number] if known else None
     linear_test = None
-    widths = modules["search_space"].from_param(linear.params.get(WIDTHS)) if linear else None
-    if widths == []:  # the shipped start point 1; a space of your own may have another
-        linear_test = linear.user_attrs.get("test/acc")  # None when pruned
-    return [chosen.user_attrs["test/acc"], best.user_attrs["test/acc"], linear_test]
+    # (Its values as the trial ran them: lists are stored as JSON text.)
+    if linear is not None and modules["tune.space"].values(linear.params).get(WIDTHS) == []:
+        linear_test = linear.user_attrs.get(test)  # None when pruned
+    return [chosen.user_attrs[test], best.user_attrs[test], linear_test]
 
 
 def main() -> None:
@@ -101,10 +103,24 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rows: list[tuple[int, float, int, list[float | None]]] = []
     with tempfile.TemporaryDirectory() as workdir:
-        project = bake(Path(workdir))
+        project = bake(Path(workdir), answers={"tuning": "yes"})
         csv = project / "breast_cancer.csv"
         write_breast_cancer(csv)
-        modules = import_modules(project, "data", "baselines", "search_space", "sweep_report")
+        names = ("data.datamodule", "tasks.classification", "tune.space", "tune.report")
+        modules = import_modules(project, *names)
+        task_class = modules["tasks.classification"].Classification
+        # The shipped sweep file, its metric the task's own (null: val/acc for classification).
+        spec = modules["tune.space"].load_spec(project / "configs" / "sweep.yaml")
+        spec = spec.for_task(task_class.headline)
+        linear_number = linear_start(spec)
+        columns = (
+            "chosen (select: simplest)",
+            "best value (select: best)",
+            f"linear start point (trial {linear_number})"
+            if linear_number is not None
+            else "linear start point (none in start:)",
+            "scikit-learn's, C tuned on validation",
+        )
         env = {**os.environ, "PYTHONPATH": str(project / "src"), "WANDB_MODE": "offline"}
         for seed in range(splits):
             name = f"split-{seed}"
@@ -114,20 +130,23 @@ def main() -> None:
             result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True)
             if result.returncode != 0:
                 raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-            datamodule = modules["data"].ClassificationDataModule(path=str(csv), split_seed=seed)
-            linear = modules["baselines"].compute_baselines(datamodule)["logistic_regression"]
+            # The sweep's own baseline: the same split, the task's logistic regression.
+            data = modules["data.datamodule"].DataModule(path=str(csv), split_seed=seed)
+            task = task_class(data.num_outputs, data.output_names)
+            baselines = task.baselines(data.split_arrays("train"), data.split_arrays("test"))
+            linear = baselines["logistic_regression"]
             accuracies = [
-                *sweep_test_accuracies(project, name, modules),
-                tuned_logistic_regression(datamodule),
+                *sweep_test_accuracies(project, name, modules, spec, linear_number),
+                tuned_logistic_regression(data),
             ]
-            rows.append((seed, linear, len(datamodule.split_labels("test")), accuracies))
+            rows.append((seed, linear, baselines["test_samples"], accuracies))
             print(f"split {seed}: logistic regression {linear:.4f}, {accuracies}", file=sys.stderr)
 
     print(f"machine: {machine()}; {trials} trials of {epochs} epochs; {splits} split(s)")
     print("Test-split difference from the logistic regression (C=1), in test samples:\n")
-    print("| split | logistic regression | " + " | ".join(COLUMNS) + " |")
-    print("|---:|---:|" + "---:|" * len(COLUMNS))
-    differences: list[list[int]] = [[] for _ in COLUMNS]
+    print("| split | logistic regression | " + " | ".join(columns) + " |")
+    print("|---:|---:|" + "---:|" * len(columns))
+    differences: list[list[int]] = [[] for _ in columns]
     for seed, linear, test_samples, accuracies in rows:
         cells = []
         for column, accuracy in enumerate(accuracies):
@@ -140,7 +159,7 @@ def main() -> None:
         print(f"| {seed} | {linear:.4f} | " + " | ".join(cells) + " |")
     print("\n| choice | at or above the logistic regression | mean difference (samples) |")
     print("|---|---:|---:|")
-    for column, values in zip(COLUMNS, differences, strict=True):
+    for column, values in zip(columns, differences, strict=True):
         at_least = sum(value >= 0 for value in values)
         mean = statistics.mean(values) if values else float("nan")
         print(f"| {column} | {at_least} of {len(values)} | {mean:+.2f} |")

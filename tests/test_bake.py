@@ -35,7 +35,7 @@ PACKAGE_FILES = {
     "data/": ("__init__", "datamodule", "images", "loading", "sources", "splits"),
     "export/": ("__init__", "formats", "inputs", "verify"),
     "report/": ("__init__", "evaluation", "plots", "summary"),
-    "tasks/": ("__init__", "classification"),
+    "tasks/": ("__init__", "classification", "regression"),
     "training/": (
         "__init__",
         "callbacks",
@@ -73,6 +73,7 @@ CORE_TESTS = (
             "preset_training",
             "presets",
             "properties",
+            "regression",
             "runtime",
             "train",
         )

@@ -67,14 +67,31 @@ def test_main_reports_every_error_on_one_line_each(capsys: pytest.CaptureFixture
     assert len(lines) == 2 and all(line.startswith("ERROR: ") for line in lines)
 
 
+BAKE = {
+    "license": "MIT",
+    "github_ci": "yes",
+    "tuning": "yes",
+    "serving": "yes",
+    "logger": "tensorboard",
+    "package_name": "digits_classifier",
+}
+OTHER_LOGGERS_TESTS = ["tests/test_wandb.py", "tests/test_mlflow.py"]
+TUNING = ["sweep.py", "configs/sweep.yaml", "src/digits_classifier/tune", "tests/tune"]
+SERVING = ["serve.py", "src/digits_classifier/serve", "tests/serve"]
+
+
 @pytest.mark.parametrize(
     ("answers", "removed"),
     [
-        ({"license": "MIT", "github_ci": "yes"}, []),
-        ({"license": "none", "github_ci": "yes"}, ["LICENSE"]),
-        ({"license": "Apache-2.0", "github_ci": "no"}, [".github"]),
-        ({"license": "none", "github_ci": "no"}, ["LICENSE", ".github"]),
+        ({}, OTHER_LOGGERS_TESTS),
+        ({"license": "none"}, ["LICENSE", *OTHER_LOGGERS_TESTS]),
+        ({"github_ci": "no"}, [".github", *OTHER_LOGGERS_TESTS]),
+        ({"tuning": "no"}, [*TUNING, *OTHER_LOGGERS_TESTS]),
+        ({"serving": "no"}, [*SERVING, *OTHER_LOGGERS_TESTS]),
+        ({"tuning": "no", "serving": "no"}, [*TUNING, *SERVING, *OTHER_LOGGERS_TESTS]),
+        ({"logger": "wandb"}, ["tests/test_mlflow.py"]),
+        ({"logger": "mlflow"}, ["tests/test_wandb.py"]),
     ],
 )
 def test_post_gen_removes_only_what_options_do_not_need(answers: dict, removed: list) -> None:
-    assert post.paths_to_remove(answers) == removed
+    assert post.paths_to_remove({**BAKE, **answers}) == removed
