@@ -10,7 +10,6 @@ import shutil
 import sys
 from pathlib import Path
 
-
 # What each yes/no extra brings: removed together when the answer is "no".
 EXTRAS = {
     "tuning": ("sweep.py", "configs/sweep.yaml", "src/{package}/tune", "tests/tune"),
