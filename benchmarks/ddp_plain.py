@@ -65,7 +65,7 @@ def network(project: Path) -> torch.nn.Module:
     """The generated project's network, default size (imported, never copied)."""
     networks = import_modules(project, "networks")["networks"]
     torch.manual_seed(0)
-    return networks.MLPClassifier((64,), 10, (256, 256), 0.3)
+    return networks.MLP((64,), 10, (256, 256), 0.3)
 
 
 def _ddp_worker(

@@ -56,6 +56,7 @@ def interleaved_latency(modules: dict, summary: dict, rounds: int) -> dict[str, 
         checkpoint, weights_only=True
     )
     features, labels = map(torch.from_numpy, datamodule.split_arrays("test"))
+    task = verify.load_module(checkpoint).task
     predictors = {"eager": verify.load_model(checkpoint)}
     for fmt, figures in summary["export"].items():
         if figures["path"]:
@@ -65,7 +66,7 @@ def interleaved_latency(modules: dict, summary: dict, rounds: int) -> dict[str, 
     times: dict[str, dict[int, list[float]]] = {name: {1: [], 256: []} for name in predictors}
     for _ in range(rounds):
         for name, predict in predictors.items():
-            latency = verify.measure(name, None, predict, features, labels, eager).latency_ms
+            latency = verify.measure(name, None, predict, task, features, labels, eager).latency_ms
             for size in (1, 256):
                 times[name][size].append(latency[f"batch_{size}"])
     return {
@@ -100,9 +101,10 @@ def main() -> None:
             for name, figures in summary["export"].items():
                 size = f"{figures['size_bytes'] / 1024:.0f}" if figures["size_bytes"] else "-"
                 speedup = latency["eager"][256] / latency[name][256]
+                accuracy = figures["accuracy"]
                 print(
                     f"| 64-{width}-{width}-10 | {name} | {size} | {latency[name][1]:.3f} "
-                    f"| {latency[name][256]:.3f} | {speedup:.2f}x | {figures['accuracy']:.4f} "
+                    f"| {latency[name][256]:.3f} | {speedup:.2f}x | {accuracy:.4f} "
                     f"| {figures['max_abs_diff']:.2g} |"
                 )
 

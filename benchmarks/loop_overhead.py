@@ -41,11 +41,11 @@ def plain_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[fl
     datamodule = modules["data.datamodule"]
     data = datamodule.DataModule()
     data.setup("fit")
-    net = modules["networks"].MLPClassifier(data.input_shape, data.num_classes, hidden, 0.3)
-    output = modules["tasks.classification"].ClassPriorBias(data.num_classes)
-    model = modules["module"].InferenceModel(net, data.input_shape, output)
+    net = modules["networks"].MLP(data.input_shape, data.num_outputs, hidden, 0.3)
+    task = modules["tasks.classification"].Classification(data.num_outputs, data.output_names)
+    model = modules["module"].InferenceModel(net, data.input_shape, task.output_layer())
     model.standardize.set_stats(*data.input_stats())
-    model.output.set_priors(data.class_priors())
+    task.fit_output(model.output, data.train_targets())
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW(
@@ -107,7 +107,7 @@ def bare_epochs(modules: dict, hidden: tuple[int, ...], epochs: int) -> list[flo
         num_sanity_val_steps=0,
         callbacks=[timer],
     )
-    net = modules["networks"].MLPClassifier(hidden_sizes=hidden)
+    net = modules["networks"].MLP(hidden_sizes=hidden)
     model = modules["module"].LitModel(net=net)
     trainer.fit(model, datamodule=modules["data.datamodule"].DataModule())
     return timer.times[1:]
